@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""Publish load generator for nsqd, modelled on nsq's ``bench/bench_writer``.
+
+N worker processes each open one TCP connection, send ``IDENTIFY``, wait for a common start signal and then send
+the same pre-built ``MPUB`` frame over and over for ``--runfor``, checking the ``OK`` of every MPUB. With
+``--pipeline 1`` (the default, like the Go tool) each worker waits for the ``OK`` before sending the next MPUB.
+
+Human-readable lines go to stderr (like Go's ``log``); ``--json`` prints one JSON summary object on stdout.
+Standard library only, so it runs anywhere Python 3.9+ does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import collections
+import json
+import multiprocessing as mp
+import os
+import queue
+import re
+import socket
+import struct
+import sys
+import time
+from array import array
+from typing import Any
+
+MAGIC_V2 = b"  V2"
+FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2
+HEARTBEAT = b"_heartbeat_"
+_II = struct.Struct(">ii")
+_DURATION_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Parse a Go-style duration (``10s``, ``1m30s``, ``500ms``; a bare number means seconds) into seconds."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for m in _DURATION_RE.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(text) or not text:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 10s, 1m, 1m30s, 500ms)")
+    return total
+
+
+def parse_deadline(text: str) -> float:
+    """Parse ``--deadline``: Go's ``2006-01-02 15:04:05`` layout (UTC, as nsq's bench.py passes it) or unix seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return float(calendar.timegm(time.strptime(text, "%Y-%m-%d %H:%M:%S")))
+    except ValueError as exc:
+        msg = f"invalid deadline {text!r}: want 'YYYY-MM-DD HH:MM:SS' (UTC) or unix seconds"
+        raise argparse.ArgumentTypeError(msg) from exc
+
+
+def parse_addr(text: str) -> tuple[str, int]:
+    """Split ``host:port``."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"invalid address {text!r}, want host:port")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def log(msg: str) -> None:
+    """Print a line the way Go's ``log`` with prefix ``[bench_writer] `` does (to stderr)."""
+    sys.stderr.write(f"[bench_writer] {time.strftime('%Y/%m/%d %H:%M:%S')} {msg}\n")
+    sys.stderr.flush()
+
+
+def percentiles(values: list[float], qs: tuple[float, ...] = (0.5, 0.9, 0.99)) -> dict[str, float]:
+    """Nearest-rank percentiles plus max of ``values`` (returns zeros when empty)."""
+    out = {f"p{round(q * 100):d}": 0.0 for q in qs}
+    out["max"] = 0.0
+    if not values:
+        return out
+    s = sorted(values)
+    for q in qs:
+        out[f"p{round(q * 100):d}"] = s[min(len(s) - 1, max(0, int(q * len(s) + 0.999999) - 1))]
+    out["max"] = s[-1]
+    return out
+
+
+def build_mpub(topic: str, size: int, batch_size: int) -> bytes:
+    """Build one complete ``MPUB`` command: ``MPUB <topic>\\n[len][count]([size][body])*``."""
+    body = bytes(size)  # zero bytes, like the Go tool
+    part = struct.pack(">i", size) + body
+    payload = struct.pack(">i", batch_size) + part * batch_size
+    return b"MPUB " + topic.encode() + b"\n" + struct.pack(">i", len(payload)) + payload
+
+
+def build_identify(data: dict[str, Any]) -> bytes:
+    """Build an ``IDENTIFY`` command with a JSON body."""
+    body = json.dumps(data).encode()
+    return b"IDENTIFY\n" + struct.pack(">i", len(body)) + body
+
+
+def read_frame(sock: socket.socket, buf: bytearray) -> tuple[int, bytes]:
+    """Blocking read of one frame (used only during the handshake); leftovers stay in ``buf``."""
+    while True:
+        if len(buf) >= 8:
+            size, ftype = _II.unpack_from(buf, 0)
+            if len(buf) >= 4 + size:
+                data = bytes(buf[8 : 4 + size])
+                del buf[: 4 + size]
+                return ftype, data
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("connection closed by server during handshake")
+        buf += chunk
+
+
+def pub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any, result_q: Any) -> None:
+    """One connection: handshake, wait for the start signal, publish for ``runfor``, report via ``result_q``."""
+    res: dict[str, Any] = {"idx": idx, "msgs": 0, "mpubs": 0, "errors": 0, "error_samples": [], "lat_ns": b""}
+    try:
+        sock = socket.create_connection(cfg["addr"], timeout=cfg["timeout"])
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(MAGIC_V2)
+        ident = {
+            "client_id": "writer",
+            "hostname": "writer",
+            "user_agent": "bench_writer.py/1.0",
+            "feature_negotiation": False,
+        }
+        sock.sendall(build_identify(ident))
+        rbuf = bytearray()
+        ftype, data = read_frame(sock, rbuf)
+        if ftype != FRAME_RESPONSE:
+            raise RuntimeError(f"IDENTIFY failed: {data[:200]!r}")
+    except Exception as exc:  # reported to the parent
+        ready_q.put((idx, f"{type(exc).__name__}: {exc}"))
+        return
+    ready_q.put((idx, None))
+    if not go.wait(cfg["go_timeout"]) or abort.value:
+        sock.close()
+        return
+
+    frame = build_mpub(cfg["topic"], cfg["size"], cfg["batch_size"])
+    batch, pipeline, runfor = cfg["batch_size"], cfg["pipeline"], cfg["runfor"]
+    outstanding: collections.deque[int] = collections.deque()
+    lat = array("q")
+    ok = errors = 0
+    samples: list[str] = []
+    clock = time.perf_counter_ns
+    end_ns = clock() + int(runfor * 1e9)
+    stopping = False
+    try:
+        while True:
+            if not stopping:
+                if clock() >= end_ns:
+                    stopping = True
+                else:
+                    while len(outstanding) < pipeline:
+                        outstanding.append(clock())
+                        sock.sendall(frame)
+            if not outstanding:
+                break
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                errors += len(outstanding)
+                samples.append(f"timeout: no reply within {cfg['timeout']}s ({len(outstanding)} MPUB outstanding)")
+                break
+            if not chunk:
+                errors += len(outstanding)
+                samples.append(f"connection closed by server with {len(outstanding)} MPUB outstanding")
+                break
+            now = clock()
+            rbuf += chunk
+            off, have, fatal = 0, len(rbuf), False
+            while have - off >= 8:
+                size, ftype = _II.unpack_from(rbuf, off)
+                end = off + 4 + size
+                if size < 4 or end > have:
+                    if size < 4:
+                        raise RuntimeError(f"bad frame size {size} at offset {off}")
+                    break
+                data = bytes(rbuf[off + 8 : end])
+                off = end
+                if ftype == FRAME_RESPONSE and data == HEARTBEAT:
+                    sock.sendall(b"NOP\n")
+                    continue
+                if not outstanding:
+                    errors += 1
+                    samples.append(f"unexpected frame type={ftype} data={data[:100]!r}")
+                    continue
+                lat.append(now - outstanding.popleft())
+                if ftype == FRAME_RESPONSE and data == b"OK":
+                    ok += 1
+                else:
+                    errors += 1
+                    if len(samples) < 10:
+                        samples.append(f"frame type={ftype} data={data[:200]!r}")
+                    fatal = ftype == FRAME_ERROR  # every MPUB error is fatal in nsqd: it closes the socket
+            del rbuf[:off]
+            if fatal:
+                errors += len(outstanding)
+                break
+            if not stopping and clock() >= end_ns:
+                stopping = True
+    except OSError as exc:
+        errors += max(1, len(outstanding))
+        samples.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        sock.close()
+    res.update(msgs=ok * batch, mpubs=ok, errors=errors, error_samples=samples[:10], lat_ns=lat.tobytes())
+    result_q.put(res)
+
+
+def summarize(results: list[dict[str, Any]], duration: float, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Aggregate per-process results into one summary dict."""
+    msgs = sum(r["msgs"] for r in results)
+    lat = array("q")
+    for r in results:
+        lat.frombytes(r["lat_ns"])
+    pct = {k: v / 1e6 for k, v in percentiles(list(lat), (0.5, 0.9, 0.99)).items()}
+    return {
+        "tool": "bench_writer",
+        "procs": cfg["procs"],
+        "size": cfg["size"],
+        "batch_size": cfg["batch_size"],
+        "pipeline": cfg["pipeline"],
+        "duration_s": duration,
+        "msgs": msgs,
+        "mpubs": sum(r["mpubs"] for r in results),
+        "errors": sum(r["errors"] for r in results),
+        "error_samples": [s for r in results for s in r["error_samples"]][:20],
+        "msgs_per_s": msgs / duration if duration > 0 else 0.0,
+        "mb_per_s": msgs * cfg["size"] / duration / 1024 / 1024 if duration > 0 else 0.0,
+        "us_per_op": duration * 1e6 / msgs if msgs else 0.0,
+        "mpub_latency_ms": pct,
+        "workers_reported": len(results),
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command line flags (names follow the Go tool)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nsqd-tcp-address", type=parse_addr, default=("127.0.0.1", 4150), help="host:port of nsqd")
+    p.add_argument("--topic", default="sub_bench", help="topic to publish to")
+    p.add_argument("--size", type=int, default=200, help="size of each message in bytes")
+    p.add_argument("--batch-size", type=int, default=200, help="messages per MPUB")
+    p.add_argument("--runfor", type=parse_duration, default=10.0, help="how long to publish (Go duration: 10s, 1m)")
+    p.add_argument(
+        "--procs",
+        "--connections",
+        dest="procs",
+        type=int,
+        default=max(1, (os.cpu_count() or 2) // 2),
+        help="worker processes, one connection each (default: half the CPUs)",
+    )
+    p.add_argument("--pipeline", type=int, default=1, help="max MPUBs in flight per connection (1 = like Go)")
+    p.add_argument(
+        "--deadline",
+        type=parse_deadline,
+        default=None,
+        help="start at this time: 'YYYY-MM-DD HH:MM:SS' (UTC, like the Go tool) or unix seconds",
+    )
+    p.add_argument("--timeout", type=parse_duration, default=10.0, help="connect / reply timeout")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    a = p.parse_args(argv)
+    if a.size < 1 or a.batch_size < 1 or a.procs < 1 or a.pipeline < 1:
+        p.error("--size, --batch-size, --procs and --pipeline must be >= 1")
+    if 4 + a.batch_size * (4 + a.size) > 5 * 1024 * 1024:
+        log("warning: MPUB body exceeds nsqd's default --max-body-size (5242880)")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the results."""
+    a = parse_args(argv)
+    cfg = {
+        "addr": a.nsqd_tcp_address,
+        "topic": a.topic,
+        "size": a.size,
+        "batch_size": a.batch_size,
+        "runfor": a.runfor,
+        "procs": a.procs,
+        "pipeline": a.pipeline,
+        "timeout": a.timeout,
+        "go_timeout": 30.0 + max(0.0, (a.deadline or 0) - time.time()),
+    }
+    ready_q, result_q = mp.Queue(), mp.Queue()
+    go, abort = mp.Event(), mp.Value("b", 0)
+    procs = [
+        mp.Process(target=pub_worker, args=(i, cfg, ready_q, go, abort, result_q), daemon=True) for i in range(a.procs)
+    ]
+    for pr in procs:
+        pr.start()
+    failures = []
+    for _ in procs:
+        try:
+            idx, err = ready_q.get(timeout=a.timeout + 20)
+        except queue.Empty:
+            failures.append("worker did not become ready in time")
+            break
+        if err:
+            failures.append(f"worker {idx}: {err}")
+    if failures:
+        abort.value = 1
+        go.set()
+        for f in failures:
+            log(f"error: {f}")
+        for pr in procs:
+            pr.join(5)
+            if pr.is_alive():
+                pr.terminate()
+        if a.json:
+            print(json.dumps({"tool": "bench_writer", "fatal": failures}))
+        return 1
+
+    if a.deadline is not None:
+        delay = a.deadline - time.time()
+        log(f"sleeping until {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(a.deadline))} UTC ({delay:.3f}s)")
+        if delay > 0:
+            time.sleep(delay)
+    start = time.perf_counter()
+    go.set()
+    results = []
+    for _ in procs:
+        try:
+            results.append(result_q.get(timeout=a.runfor + a.timeout + 30))
+        except queue.Empty:
+            log("error: a worker did not report in time")
+            break
+    end = time.perf_counter()
+    for pr in procs:
+        pr.join(5)
+        if pr.is_alive():
+            pr.terminate()
+    s = summarize(results, end - start, cfg)
+    log(
+        f"duration: {s['duration_s']:.3f}s - {s['mb_per_s']:.3f}mb/s - {s['msgs_per_s']:.3f}ops/s"
+        f" - {s['us_per_op']:.3f}us/op"
+    )
+    lp = s["mpub_latency_ms"]
+    log(
+        f"mpub latency: p50={lp['p50']:.3f}ms p90={lp['p90']:.3f}ms p99={lp['p99']:.3f}ms max={lp['max']:.3f}ms"
+        f" ({s['mpubs']} MPUB x {a.batch_size} msgs, {a.procs} conns, pipeline {a.pipeline}, errors={s['errors']})"
+    )
+    for e in s["error_samples"]:
+        log(f"error: {e}")
+    if a.json:
+        print(json.dumps(s), flush=True)
+    return 1 if s["errors"] or len(results) != a.procs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""nsqd-py: a drop-in replacement for NSQ's nsqd on gevent."""

@@ -1,0 +1,389 @@
+"""Channel: one consumer group's queue, its in-flight and deferred messages, and dispatch.
+
+Dispatch happens in the calling greenlet (publisher, RDY, FIN, scan loop): a ready consumer gets
+the message frame appended to its output buffer, with no greenlet hop or queue per message.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+import gevent
+
+from .consumer import Consumer
+from .diskqueue import BackendError
+from .errors import ExitingError, MessageError
+from .message import Message
+
+if TYPE_CHECKING:
+    from .nsqd import NSQD
+    from .topic import Topic
+
+#: deliveries between cooperative yields while draining a backlog
+_YIELD_EVERY = 512
+
+
+class Channel:
+    __slots__ = (
+        "_backend",
+        "_clients",
+        "_deferred",
+        "_deferred_heap",
+        "_dispatching",
+        "_in_flight",
+        "_in_flight_heap",
+        "_max_msg_timeout",
+        "_mem_size",
+        "_memory",
+        "_nsqd",
+        "_rr",
+        "_seq",
+        "_take_backend_next",
+        "ephemeral",
+        "exiting",
+        "message_count",
+        "name",
+        "paused",
+        "requeue_count",
+        "timeout_count",
+        "topic",
+    )
+
+    def __init__(self, topic: Topic, name: str, nsqd: NSQD) -> None:
+        self.topic = topic
+        self.name = name
+        self._nsqd = nsqd
+        self.ephemeral = name.endswith("#ephemeral")
+        self._memory: deque[Message] = deque()
+        self._mem_size = nsqd.opts.mem_queue_size
+        self._max_msg_timeout = nsqd.opts.max_msg_timeout / 1e9
+        self._backend = nsqd.new_backend(f"{topic.name}:{name}", self.ephemeral)
+        self._clients: list[Consumer] = []
+        self._rr = 0
+        self._in_flight: dict[bytes, Message] = {}
+        self._in_flight_heap: list[tuple[float, int, Message]] = []
+        self._deferred: dict[bytes, Message] = {}
+        self._deferred_heap: list[tuple[float, int, Message]] = []
+        self._seq = itertools.count()
+        self._dispatching = False
+        self._take_backend_next = False
+        self.paused = False
+        self.exiting = False
+        self.message_count = 0
+        self.requeue_count = 0
+        self.timeout_count = 0
+
+    # ---- introspection (stats) ----------------------------------------------------------------
+
+    @property
+    def clients(self) -> list[Consumer]:
+        return list(self._clients)
+
+    def depth(self) -> int:
+        return len(self._memory) + self._backend.depth()
+
+    def backend_depth(self) -> int:
+        return self._backend.depth()
+
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    def deferred_count(self) -> int:
+        return len(self._deferred)
+
+    # ---- consumers ----------------------------------------------------------------------------
+
+    def add_client(self, client: Consumer) -> None:
+        """Register a subscriber; ExitingError if the channel is going away, MessageError if full."""
+        if self.exiting:
+            raise ExitingError()
+        if client in self._clients:
+            return
+        limit = self._nsqd.opts.max_channel_consumers
+        if limit and len(self._clients) >= limit:
+            raise MessageError(f"consumers for {self.topic.name}:{self.name} exceeds limit of {limit}")
+        self._clients.append(client)
+
+    def remove_client(self, client: Consumer) -> None:
+        """Forget a subscriber. Its in-flight messages come back when they time out, like nsqd."""
+        try:
+            self._clients.remove(client)
+        except ValueError:
+            return
+        if self.ephemeral and not self._clients and not self.exiting:
+            gevent.spawn(self.topic.delete_existing_channel, self.name)
+
+    # ---- putting messages in --------------------------------------------------------------------
+
+    def put(self, msg: Message) -> None:
+        """A message from the topic: deliver at once when someone is ready, else queue it."""
+        self.message_count += 1
+        if not self.paused and not self._memory and not self._dispatching and not self._backend.depth():
+            client = self._next_ready_client()
+            if client is not None:
+                self._deliver(client, msg)
+                return
+        self._enqueue(msg)
+
+    def put_deferred(self, msg: Message, delay: float) -> None:
+        """A DPUB message from the topic: it waits in the deferred queue for ``delay`` seconds."""
+        self.message_count += 1
+        self._start_deferred(msg, delay)
+
+    def _enqueue(self, msg: Message) -> None:
+        if len(self._memory) < self._mem_size:
+            self._memory.append(msg)
+            return
+        try:
+            self._backend.put(msg.encode())
+        except BackendError as err:
+            self._nsqd.set_health(err)
+            self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
+            return
+        self._nsqd.set_health(None)
+        self._release_token(msg)
+
+    def _release_token(self, msg: Message) -> None:
+        """The record this copy was read from is no longer needed (FINed, or written anew)."""
+        token = msg.token
+        if token is not None:
+            msg.token = None
+            self._backend.ack(token)
+
+    # ---- dispatch ------------------------------------------------------------------------------
+
+    def _next_ready_client(self) -> Consumer | None:
+        clients = self._clients
+        n = len(clients)
+        for _ in range(n):
+            self._rr = (self._rr + 1) % n
+            client = clients[self._rr]
+            if client.is_ready():
+                return client
+        return None
+
+    def _pop(self) -> Message | None:
+        """Next queued message, alternating memory and disk so neither starves."""
+        take_backend = self._take_backend_next or not self._memory
+        self._take_backend_next = not self._take_backend_next
+        if take_backend:
+            while self._backend.depth():
+                record = self._backend.read_one()
+                if record is None:
+                    break
+                data, token = record
+                try:
+                    msg = Message.decode(data)
+                except ValueError as err:
+                    self._nsqd.logger.error(f"CHANNEL({self.name}): failed to decode message - {err}")
+                    self._backend.ack(token)
+                    continue
+                msg.token = token
+                return msg
+        if self._memory:
+            return self._memory.popleft()
+        return None
+
+    def dispatch(self) -> None:
+        """Hand queued messages to ready consumers until either runs out."""
+        if self.paused or self._dispatching or self.exiting:
+            return
+        self._dispatching = True
+        try:
+            delivered = 0
+            while True:
+                client = self._next_ready_client()
+                if client is None:
+                    return
+                msg = self._pop()
+                if msg is None:
+                    return
+                self._deliver(client, msg)
+                delivered += 1
+                if delivered % _YIELD_EVERY == 0:
+                    gevent.sleep(0)
+                    if self.paused or self.exiting:
+                        return
+        finally:
+            self._dispatching = False
+
+    def _deliver(self, client: Consumer, msg: Message) -> None:
+        if client.sample_rate and random.randrange(100) > client.sample_rate:
+            self._release_token(msg)  # nsqd drops a sampled-out message for this channel
+            return
+        now = time.monotonic()
+        msg.attempts += 1
+        msg.client = client
+        msg.deliver_ts = now
+        msg.deadline = deadline = now + client.msg_timeout
+        self._in_flight[msg.id] = msg
+        heapq.heappush(self._in_flight_heap, (deadline, next(self._seq), msg))
+        client.in_flight_count += 1
+        client.message_count += 1
+        client.send_message(msg)
+
+    # ---- FIN / REQ / TOUCH --------------------------------------------------------------------
+
+    def _pop_in_flight(self, client: Consumer, msg_id: bytes) -> Message:
+        msg = self._in_flight.get(msg_id)
+        if msg is None:
+            raise MessageError("ID not in flight")
+        if msg.client is not client:
+            raise MessageError("client does not own message")
+        del self._in_flight[msg_id]
+        client.in_flight_count -= 1
+        return msg
+
+    def finish(self, client: Consumer, msg_id: bytes) -> Message:
+        """FIN: the consumer is done with the message."""
+        msg = self._pop_in_flight(client, msg_id)
+        client.finish_count += 1
+        self._release_token(msg)
+        msg.client = None
+        self.dispatch()
+        return msg
+
+    def requeue(self, client: Consumer, msg_id: bytes, delay: float) -> None:
+        """REQ: back into the queue now (delay 0) or after ``delay`` seconds."""
+        msg = self._pop_in_flight(client, msg_id)
+        client.requeue_count += 1
+        self.requeue_count += 1
+        msg.client = None
+        if self.exiting:
+            raise ExitingError()
+        if delay > 0:
+            self._start_deferred(msg, delay)
+        else:
+            self._enqueue(msg)
+        self.dispatch()
+
+    def touch(self, client: Consumer, msg_id: bytes) -> None:
+        """TOUCH: a new deadline of the client's msg_timeout, capped at delivery + --max-msg-timeout."""
+        msg = self._in_flight.get(msg_id)
+        if msg is None:
+            raise MessageError("ID not in flight")
+        if msg.client is not client:
+            raise MessageError("client does not own message")
+        deadline = min(time.monotonic() + client.msg_timeout, msg.deliver_ts + self._max_msg_timeout)
+        msg.deadline = deadline
+        heapq.heappush(self._in_flight_heap, (deadline, next(self._seq), msg))
+
+    def _start_deferred(self, msg: Message, delay: float) -> None:
+        self._deferred[msg.id] = msg
+        heapq.heappush(self._deferred_heap, (time.monotonic() + delay, next(self._seq), msg))
+
+    # ---- timers (driven by the NSQD queue-scan loop) -----------------------------------------
+
+    def process_in_flight(self, now: float) -> bool:
+        """Requeue messages whose deadline passed; True when there was work."""
+        heap = self._in_flight_heap
+        worked = False
+        while heap and heap[0][0] <= now:
+            deadline, _, msg = heapq.heappop(heap)
+            if self._in_flight.get(msg.id) is not msg or msg.deadline != deadline:
+                continue  # finished, requeued or touched since: a stale heap entry
+            del self._in_flight[msg.id]
+            worked = True
+            self.timeout_count += 1
+            owner = msg.client
+            msg.client = None
+            if isinstance(owner, Consumer):
+                owner.in_flight_count -= 1
+            self._enqueue(msg)
+        if len(heap) > 2 * len(self._in_flight) + 64:
+            self._compact_in_flight_heap()
+        if worked:
+            self.dispatch()
+        return worked
+
+    def _compact_in_flight_heap(self) -> None:
+        live = [entry for entry in self._in_flight_heap
+                if self._in_flight.get(entry[2].id) is entry[2] and entry[2].deadline == entry[0]]
+        heapq.heapify(live)
+        self._in_flight_heap = live
+
+    def process_deferred(self, now: float) -> bool:
+        """Move due deferred messages into the queue; True when there was work."""
+        heap = self._deferred_heap
+        worked = False
+        while heap and heap[0][0] <= now:
+            _, _, msg = heapq.heappop(heap)
+            if self._deferred.get(msg.id) is not msg:
+                continue
+            del self._deferred[msg.id]
+            worked = True
+            self._enqueue(msg)
+        if worked:
+            self.dispatch()
+        return worked
+
+    def sync_backend(self) -> None:
+        if not self.exiting:
+            self._backend.sync()
+
+    # ---- pause / empty / close ----------------------------------------------------------------
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def unpause(self) -> None:
+        self.paused = False
+        self.dispatch()
+
+    def empty(self) -> None:
+        """Drop queued, in-flight and deferred messages (nsqd's /channel/empty)."""
+        self._memory.clear()
+        for client in self._clients:
+            client.in_flight_count = 0
+        self._in_flight.clear()
+        self._in_flight_heap.clear()
+        self._deferred.clear()
+        self._deferred_heap.clear()
+        self._backend.empty()
+
+    def close(self, delete: bool) -> None:
+        """Stop for good: ``delete`` drops everything, else every message is flushed to disk."""
+        if self.exiting:
+            return
+        self.exiting = True
+        log = self._nsqd.logger
+        if delete:
+            log.info(f"CHANNEL({self.name}): deleting")
+        else:
+            log.info(f"CHANNEL({self.name}): closing")
+        for client in list(self._clients):
+            client.close()
+        if delete:
+            self._memory.clear()
+            self._in_flight.clear()
+            self._deferred.clear()
+            self._backend.delete()
+            return
+        self._flush()
+        self._backend.close()
+
+    def _flush(self) -> None:
+        log = self._nsqd.logger
+        if self._memory or self._in_flight or self._deferred:
+            log.info(
+                f"CHANNEL({self.name}): flushing {len(self._memory)} memory {len(self._in_flight)} in-flight "
+                f"{len(self._deferred)} deferred messages to backend"
+            )
+        pending = [*self._memory, *self._in_flight.values(), *self._deferred.values()]
+        self._memory.clear()
+        self._in_flight.clear()
+        self._in_flight_heap.clear()
+        self._deferred.clear()
+        self._deferred_heap.clear()
+        for msg in pending:
+            try:
+                self._backend.put(msg.encode())
+            except BackendError as err:
+                log.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
+                continue
+            self._release_token(msg)

@@ -1,0 +1,55 @@
+"""What a channel needs from a subscribed client; the TCP front door implements it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .message import Message
+
+# Client states as nsqd numbers them (they appear as `state` in /stats).
+STATE_INIT = 0
+STATE_DISCONNECTED = 1
+STATE_CONNECTED = 2
+STATE_SUBSCRIBED = 3
+STATE_CLOSING = 4
+
+
+class Consumer:
+    """Per-client delivery state the channel reads and updates directly (hot path: plain attributes).
+
+    Subclasses implement :meth:`send_message` (queue a message frame for writing; never block)
+    and :meth:`close` (drop the connection, used when its channel is deleted).
+    """
+
+    __slots__ = (
+        "finish_count",
+        "in_flight_count",
+        "message_count",
+        "msg_timeout",
+        "ready_count",
+        "requeue_count",
+        "sample_rate",
+        "state",
+    )
+
+    def __init__(self) -> None:
+        self.state = STATE_INIT
+        self.ready_count = 0
+        self.in_flight_count = 0
+        self.message_count = 0
+        self.finish_count = 0
+        self.requeue_count = 0
+        #: seconds a delivered message may stay un-FINed before the channel requeues it
+        self.msg_timeout = 60.0
+        #: 0 = every message; 1..99 = deliver roughly that percentage, drop the rest
+        self.sample_rate = 0
+
+    def is_ready(self) -> bool:
+        return self.state == STATE_SUBSCRIBED and self.in_flight_count < self.ready_count
+
+    def send_message(self, msg: Message) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError

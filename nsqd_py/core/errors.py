@@ -1,0 +1,16 @@
+"""Errors the broker core raises; the front doors translate them into NSQ codes or HTTP statuses."""
+
+
+class CoreError(Exception):
+    """Base of the core's own errors."""
+
+
+class ExitingError(CoreError):
+    """The topic or channel is shutting down or being deleted."""
+
+    def __init__(self) -> None:
+        super().__init__("exiting")
+
+
+class MessageError(CoreError):
+    """FIN/REQ/TOUCH of a message that is not in flight or not owned by the caller."""

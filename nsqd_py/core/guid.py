@@ -1,0 +1,54 @@
+"""nsqd's message IDs: 64-bit snowflake-style GUIDs rendered as 16 lowercase hex bytes."""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+
+#: nsqd's epoch (2010-11-04T01:42:54.288Z) in the units it uses: ns >> 20 (1.048576 ms).
+_TWEPOCH = 1288834974288
+_NODE_BITS = 10
+_SEQUENCE_BITS = 12
+_SEQUENCE_MASK = (1 << _SEQUENCE_BITS) - 1
+
+
+class GuidFactory:
+    """One per topic, like nsqd: strictly increasing ids for one node.
+
+    Same time unit -> next sequence number; on sequence wrap or a clock that went back the
+    caller sleeps a millisecond and tries again (never hands out a duplicate).
+    """
+
+    __slots__ = ("_last_id", "_last_ts", "_node_shift", "_sequence")
+
+    def __init__(self, node_id: int) -> None:
+        self._node_shift = node_id << _SEQUENCE_BITS
+        self._sequence = 0
+        self._last_ts = -1
+        self._last_id = -1
+
+    def _try_new(self) -> int | None:
+        ts = time.time_ns() >> 20
+        if ts < self._last_ts:
+            return None
+        if ts == self._last_ts:
+            self._sequence = (self._sequence + 1) & _SEQUENCE_MASK
+            if self._sequence == 0:
+                return None
+        else:
+            self._sequence = 0
+        self._last_ts = ts
+        guid = ((ts - _TWEPOCH) << (_NODE_BITS + _SEQUENCE_BITS)) | self._node_shift | self._sequence
+        if guid <= self._last_id:
+            return None
+        self._last_id = guid
+        return guid
+
+    def new_id(self) -> bytes:
+        """The next id as 16 lowercase hex ASCII bytes."""
+        while True:
+            guid = self._try_new()
+            if guid is not None:
+                return b"%016x" % guid
+            gevent.sleep(0.001)

@@ -1,0 +1,57 @@
+"""Message: the unit a topic fans out and a channel hands to consumers, with its wire/disk encoding."""
+
+from __future__ import annotations
+
+import struct
+
+MSG_ID_LENGTH = 16
+#: timestamp (8) + attempts (2) + id (16): the smallest valid encoded message.
+MIN_VALID_MSG_LENGTH = 8 + 2 + MSG_ID_LENGTH
+
+_HEADER = struct.Struct(">qH")
+#: frame size, frame type (2 = message), timestamp, attempts: everything before the id.
+_FRAME_HEADER = struct.Struct(">iiqH")
+FRAME_TYPE_MESSAGE = 2
+
+
+class Message:
+    """One message in one place: a topic queue, or a channel (each channel holds its own copy).
+
+    The in-flight fields (client, deadline, deliver_ts) belong to the channel that holds the copy.
+    ``deferred`` is the DPUB delay in seconds while the message waits in its topic's memory queue
+    (like nsqd, the delay is lost once the message goes through a disk queue). ``token`` is the ack token of the disk-queue record this copy
+    was read from; it is acked once the channel no longer needs the record.
+    """
+
+    __slots__ = ("attempts", "body", "client", "deadline", "deferred", "deliver_ts", "id", "timestamp", "token")
+
+    def __init__(self, msg_id: bytes, body: bytes, timestamp: int, attempts: int = 0) -> None:
+        self.id = msg_id
+        self.body = body
+        self.timestamp = timestamp
+        self.attempts = attempts
+        self.client: object | None = None
+        self.deadline = 0.0
+        self.deliver_ts = 0.0
+        self.deferred = 0.0
+        self.token: object | None = None
+
+    def copy(self) -> Message:
+        """A fresh copy for another channel: same id, body, timestamp and attempts."""
+        return Message(self.id, self.body, self.timestamp, self.attempts)
+
+    def encode(self) -> bytes:
+        """The disk-queue (and wire) encoding: timestamp, attempts, id, body."""
+        return _HEADER.pack(self.timestamp, self.attempts) + self.id + self.body
+
+    def frame(self) -> bytes:
+        """A complete protocol V2 message frame, ready to write to a consumer."""
+        return _FRAME_HEADER.pack(30 + len(self.body), FRAME_TYPE_MESSAGE, self.timestamp, self.attempts) + self.id + self.body
+
+    @classmethod
+    def decode(cls, data: bytes) -> Message:
+        """Inverse of :meth:`encode`; ValueError when the record is too short."""
+        if len(data) < MIN_VALID_MSG_LENGTH:
+            raise ValueError(f"invalid message buffer size ({len(data)})")
+        timestamp, attempts = _HEADER.unpack_from(data)
+        return cls(bytes(data[10:26]), bytes(data[26:]), timestamp, attempts)

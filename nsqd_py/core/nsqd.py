@@ -1,0 +1,284 @@
+"""NSQD: the broker core shared by the TCP and HTTP front doors.
+
+Owns the topic map, the data-path lock, metadata (nsqd.dat), health and the queue-scan loop
+that times out in-flight messages and releases deferred ones.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import gevent
+import orjson
+
+from ..log import Logger
+from ..version import NSQ_VERSION
+from .diskqueue import DiskQueue, DummyBackend
+from .errors import ExitingError
+from .message import MIN_VALID_MSG_LENGTH
+from .names import is_valid_name
+from .topic import Topic
+
+if TYPE_CHECKING:
+    from ..options import Options
+    from .channel import Channel
+
+#: nsqd's fixed queue-scan settings (no flags): scan every 100 ms, loop again while >25 % were dirty.
+_SCAN_INTERVAL = 0.1
+_DIRTY_RATIO = 0.25
+METADATA_FILE = "nsqd.dat"
+
+
+class StartupError(Exception):
+    """A fatal start error; the text follows `failed to instantiate nsqd - `."""
+
+
+class NSQD:
+    """The broker: topics, channels, metadata and timers; no sockets in here."""
+
+    def __init__(self, opts: Options, logger: Logger) -> None:
+        self.opts = opts
+        self.logger = logger
+        self.topics: dict[str, Topic] = {}
+        #: producers and consumers by client id, for /stats
+        self.clients: dict[int, object] = {}
+        self.start_time = int(time.time())
+        self.exiting = False
+        self._health_error: str | None = None
+        self._loading = False
+        self._lock_fd: int | None = None
+        self._scan_loop: gevent.Greenlet | None = None
+        self._next_client_id = 0
+        #: called with (event, topic, channel) for topic/channel create/delete (lookupd peers listen)
+        self.listeners: list[Callable[[str, Topic, Channel | None], None]] = []
+        self.data_path = os.path.abspath(opts.data_path or os.getcwd())
+        #: real ports once listening (-1 for a unix socket), for /info and lookupd
+        self.tcp_port = 0
+        self.http_port = 0
+        self.https_port = 0
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def lock_data_path(self) -> None:
+        """Take nsqd's exclusive, non-blocking flock on the data directory."""
+        try:
+            fd = os.open(self.data_path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            raise StartupError(f"failed to lock data-path: open {self.data_path}: no such file or directory") from None
+        except OSError as err:
+            raise StartupError(f"failed to lock data-path: open {self.data_path}: {err.strerror.lower()}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StartupError(
+                f"failed to lock data-path: cannot flock directory {self.data_path} - resource temporarily "
+                "unavailable (possibly in use by another instance of nsqd)"
+            ) from None
+        self._lock_fd = fd
+
+    def start(self) -> None:
+        self._scan_loop = gevent.spawn(self._queue_scan_loop)
+
+    def exit(self) -> None:
+        """Persist metadata, flush every topic and channel to disk, stop the loops, unlock."""
+        if self.exiting:
+            return
+        self.exiting = True
+        try:
+            self.persist_metadata()
+        except OSError as err:
+            self.logger.error(f"failed to persist metadata - {err}")
+        self.logger.info("NSQ: closing topics")
+        for topic in list(self.topics.values()):
+            topic.close(delete=False)
+        self.logger.info("NSQ: stopping subsystems")
+        if self._scan_loop is not None:
+            self.logger.info("QUEUESCAN: closing")
+            self._scan_loop.kill()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        self.logger.info("NSQ: bye")
+
+    # ---- health -------------------------------------------------------------------------------
+
+    def set_health(self, err: Exception | None) -> None:
+        self._health_error = None if err is None else str(err)
+
+    def is_healthy(self) -> bool:
+        return self._health_error is None
+
+    def health(self) -> str:
+        return "OK" if self._health_error is None else f"NOK - {self._health_error}"
+
+    # ---- clients ------------------------------------------------------------------------------
+
+    def new_client_id(self) -> int:
+        self._next_client_id += 1
+        return self._next_client_id
+
+    def add_client(self, client_id: int, client: object) -> None:
+        self.clients[client_id] = client
+
+    def remove_client(self, client_id: int) -> None:
+        self.clients.pop(client_id, None)
+
+    # ---- topics -------------------------------------------------------------------------------
+
+    def get_topic(self, name: str) -> Topic:
+        """The topic, created (and persisted, and announced) on first use."""
+        topic = self.topics.get(name)
+        if topic is not None:
+            return topic
+        if self.exiting:
+            raise ExitingError()
+        topic = Topic(name, self)
+        self.topics[name] = topic
+        self.logger.info(f"TOPIC({name}): created")
+        if not self._loading:
+            self._announce("topic_created", topic, None)
+        return topic
+
+    def get_existing_topic(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def delete_existing_topic(self, name: str) -> bool:
+        """Delete a topic with its channels and files; False when there is no such topic."""
+        topic = self.topics.get(name)
+        if topic is None:
+            return False
+        topic.close(delete=True)
+        self.topics.pop(name, None)
+        self._announce("topic_deleted", topic, None)
+        return True
+
+    def on_channel_created(self, topic: Topic, channel: Channel) -> None:
+        if not self._loading:
+            self._announce("channel_created", topic, channel)
+
+    def on_channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        self._announce("channel_deleted", topic, channel)
+
+    def _announce(self, event: str, topic: Topic, channel: Channel | None) -> None:
+        ephemeral = topic.ephemeral or (channel is not None and channel.ephemeral)
+        if not ephemeral and not self.exiting:
+            try:
+                self.persist_metadata()
+            except OSError as err:
+                self.logger.error(f"failed to persist metadata - {err}")
+        for listener in self.listeners:
+            listener(event, topic, channel)
+
+    def new_backend(self, name: str, ephemeral: bool,
+                    before_sync: Callable[[], None] | None = None) -> DiskQueue | DummyBackend:
+        if ephemeral:
+            return DummyBackend()
+        opts = self.opts
+        return DiskQueue(
+            name, self.data_path, opts.max_bytes_per_file, MIN_VALID_MSG_LENGTH,
+            MIN_VALID_MSG_LENGTH + opts.max_msg_size, opts.sync_every, opts.sync_timeout,
+            self.logger, before_sync=before_sync,
+        )
+
+    # ---- metadata (nsqd.dat) ------------------------------------------------------------------
+
+    @property
+    def metadata_path(self) -> str:
+        return os.path.join(self.data_path, METADATA_FILE)
+
+    def metadata(self) -> dict:
+        """nsqd.dat's content: non-ephemeral topics and channels with their paused flags."""
+        topics = []
+        for topic in self.topics.values():
+            if topic.ephemeral:
+                continue
+            channels = [{"name": c.name, "paused": c.paused} for c in topic.channels.values() if not c.ephemeral]
+            topics.append({"name": topic.name, "paused": topic.paused, "channels": channels or None})
+        return {"topics": topics or None, "version": NSQ_VERSION}
+
+    def persist_metadata(self) -> None:
+        """Write nsqd.dat atomically: tmp file, fsync, rename."""
+        path = self.metadata_path
+        self.logger.info(f"NSQ: persisting topic/channel metadata to {path}")
+        data = orjson.dumps(self.metadata())
+        tmp = f"{path}.{random.randrange(1 << 31)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def load_metadata(self) -> None:
+        """Recreate the topics and channels of nsqd.dat (paused flags included)."""
+        path = self.metadata_path
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return
+        except OSError as err:
+            raise StartupError(f"failed to read channel metadata from {path} - {err}") from None
+        try:
+            meta = orjson.loads(data)
+            topics = meta.get("topics") or []
+        except (orjson.JSONDecodeError, AttributeError) as err:
+            raise StartupError(f"failed to parse metadata in {path} - {err}") from None
+        self._loading = True
+        try:
+            for entry in topics:
+                name = entry.get("name", "") if isinstance(entry, dict) else ""
+                if not isinstance(name, str) or not is_valid_name(name):
+                    self.logger.warn(f"skipping creation of invalid topic {name}")
+                    continue
+                topic = self.get_topic(name)
+                if entry.get("paused"):
+                    topic.pause()
+                for chan in entry.get("channels") or []:
+                    cname = chan.get("name", "") if isinstance(chan, dict) else ""
+                    if not isinstance(cname, str) or not is_valid_name(cname):
+                        self.logger.warn(f"skipping creation of invalid channel {cname}")
+                        continue
+                    channel = topic.get_channel(cname)
+                    if chan.get("paused"):
+                        channel.pause()
+        finally:
+            self._loading = False
+
+    # ---- queue scan ---------------------------------------------------------------------------
+
+    def _all_channels(self) -> list[Channel]:
+        return [c for t in self.topics.values() for c in t.channels.values()]
+
+    def _queue_scan_loop(self) -> None:
+        """Like nsqd's queueScanLoop: sample channels, process timeouts; rescan at once when busy."""
+        selection = max(1, self.opts.queue_scan_selection_count)
+        while True:
+            gevent.sleep(_SCAN_INTERVAL)
+            while True:
+                channels = self._all_channels()
+                if len(channels) > selection:
+                    channels = random.sample(channels, selection)
+                if not channels:
+                    break
+                now = time.monotonic()
+                dirty = 0
+                for channel in channels:
+                    try:
+                        in_flight = channel.process_in_flight(now)
+                        deferred = channel.process_deferred(now)
+                    except Exception as err:  # one broken channel must not stop timeouts for all
+                        self.logger.error(f"QUEUESCAN: channel {channel.name} - {err!r}")
+                        continue
+                    if in_flight or deferred:
+                        dirty += 1
+                if dirty <= _DIRTY_RATIO * len(channels):
+                    break
+                gevent.sleep(0)

@@ -1,0 +1,85 @@
+"""The nsqd program: builds the broker and its front doors, starts them, stops them in nsqd's order."""
+
+from __future__ import annotations
+
+import socket
+
+import gevent
+
+from .core.nsqd import NSQD, StartupError
+from .http.server import HTTPServer
+from .listen import ListenError, listen, port_of
+from .log import Logger
+from .options import Options
+from .tcp.server import TCPServer
+from .version import version_line
+
+#: how long stop() waits for connection greenlets to notice their closed sockets
+_DRAIN_SECONDS = 2.0
+
+
+class NSQDProgram:
+    def __init__(self, opts: Options, logger: Logger) -> None:
+        self.opts = opts
+        self.logger = logger
+        self.nsqd = NSQD(opts, logger)
+        self.tcp_server: TCPServer | None = None
+        self.http_server: HTTPServer | None = None
+        self._listeners: list[socket.socket] = []
+
+    def init(self) -> None:
+        """Lock the data dir, open the listeners, load metadata; StartupError on any failure."""
+        opts, log, nsqd = self.opts, self.logger, self.nsqd
+        log.info(version_line())
+        log.info(f"ID: {opts.node_id}")
+        nsqd.lock_data_path()
+        try:
+            tcp = self._listen(opts.tcp_address)
+            self.tcp_server = TCPServer(nsqd, tcp)
+            nsqd.tcp_port = port_of(tcp)
+            if opts.http_address:
+                http = self._listen(opts.http_address)
+                self.http_server = HTTPServer(nsqd, http)
+                nsqd.http_port = port_of(http)
+        except ListenError as err:
+            self._close_listeners()
+            raise StartupError(str(err)) from None
+        nsqd.load_metadata()
+        try:
+            nsqd.persist_metadata()
+        except OSError as err:
+            raise StartupError(f"failed to persist metadata - {err}") from None
+
+    def _listen(self, address: str) -> socket.socket:
+        sock = listen(address)
+        self._listeners.append(sock)
+        return sock
+
+    def _close_listeners(self) -> None:
+        for sock in self._listeners:
+            sock.close()
+
+    def start(self) -> None:
+        if self.tcp_server is not None:
+            self.tcp_server.start()
+        if self.http_server is not None:
+            self.http_server.start()
+        self.nsqd.start()
+
+    def stop(self) -> None:
+        """Listeners first, then clients, then flush everything to disk (NSQD.exit)."""
+        if self.tcp_server is not None:
+            self.tcp_server.close_listener()
+            self.tcp_server.close_clients()
+        if self.http_server is not None:
+            self.http_server.close()
+        self._wait_for_connections()
+        self.nsqd.exit()
+
+    def _wait_for_connections(self) -> None:
+        if self.tcp_server is None:
+            return
+        deadline = _DRAIN_SECONDS
+        while self.tcp_server.connections and deadline > 0:
+            gevent.sleep(0.01)
+            deadline -= 0.01

@@ -1,0 +1,440 @@
+"""Protocol V2: the command loop of one connection and every command's rules (nsqd's protocol_v2.go)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import gevent
+import orjson
+
+from ..core.consumer import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED
+from ..core.diskqueue import BackendError
+from ..core.errors import ExitingError, MessageError
+from ..core.message import MSG_ID_LENGTH
+from ..core.names import is_valid_name
+from ..version import NSQ_VERSION
+from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost
+from .errors import ClientError, FatalClientError, go_quote
+from .identify import IdentifyData, parse_identify
+
+if TYPE_CHECKING:
+    from ..core.nsqd import NSQD
+    from ..core.topic import Topic
+
+OK = b"OK"
+_MAX_UINT64 = (1 << 64) - 1
+
+
+def parse_base10(raw: bytes) -> int | None:
+    """nsqd's ByteToBase10: digits only (empty is 0), uint64 wrap-around, read back as int64."""
+    if raw and not raw.isdigit():
+        return None
+    if not raw.isascii():
+        return None
+    value = int(raw) & _MAX_UINT64 if raw else 0
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def message_id(raw: bytes) -> bytes:
+    if len(raw) != MSG_ID_LENGTH:
+        raise FatalClientError("E_INVALID", "invalid message ID")
+    return raw
+
+
+class ProtocolV2:
+    """Runs one client's command loop; one instance per connection."""
+
+    def __init__(self, nsqd: NSQD, client: ClientV2) -> None:
+        self.nsqd = nsqd
+        self.client = client
+        self.opts = nsqd.opts
+        self.log = nsqd.logger
+        self._commands: dict[bytes, Callable[[list[bytes]], bytes | None]] = {
+            b"FIN": self.fin,
+            b"RDY": self.rdy,
+            b"REQ": self.req,
+            b"PUB": self.pub,
+            b"MPUB": self.mpub,
+            b"DPUB": self.dpub,
+            b"NOP": self.nop,
+            b"TOUCH": self.touch,
+            b"SUB": self.sub,
+            b"CLS": self.cls,
+            b"AUTH": self.auth,
+        }
+
+    # ---- the loop -----------------------------------------------------------------------------
+
+    def io_loop(self) -> None:
+        client = self.client
+        client.start_writer()
+        err: str | None = None
+        try:
+            while True:
+                client.set_read_deadline()
+                try:
+                    line = client.read_line()
+                except EOFError:
+                    break
+                except ConnectionLost as lost:
+                    err = f"failed to read command - {lost}"
+                    break
+                params = line.split(b" ")
+                try:
+                    response = self.execute(params)
+                except ClientError as cerr:
+                    self.log.error(f"[{client}] - {cerr}")
+                    client.send_response(cerr.payload, FRAME_TYPE_ERROR)
+                    if cerr.fatal:
+                        break
+                    continue
+                except EOFError:
+                    break
+                if response is not None:
+                    client.send_response(response)
+        except ConnectionLost as lost:
+            err = f"failed to send response - {lost}"
+        finally:
+            if err and not client._closed:
+                self.log.error(f"client({client}) - {err}")
+            self.log.info(f"PROTOCOL(V2): [{client}] exiting ioloop")
+            client.finish_connection()
+
+    def execute(self, params: list[bytes]) -> bytes | None:
+        name = params[0]
+        if name == b"IDENTIFY":
+            return self.identify(params)
+        if self.opts.tls_required and not self.client.tls:
+            raise FatalClientError("E_INVALID", f"cannot {name.decode('latin-1')} in current state (TLS required)")
+        command = self._commands.get(name)
+        if command is None:
+            raise FatalClientError("E_INVALID", f"invalid command {name.decode('utf-8', 'replace')}")
+        return command(params)
+
+    # ---- body reading helpers -----------------------------------------------------------------
+
+    def _read_len(self, code: str, what: str) -> int:
+        try:
+            return self.client.read_int32()
+        except (EOFError, ConnectionLost):
+            raise FatalClientError(code, what) from None
+
+    def _read_body(self, n: int, code: str, what: str) -> bytes:
+        try:
+            return self.client.read_exactly(n)
+        except (EOFError, ConnectionLost):
+            raise FatalClientError(code, what) from None
+
+    def _read_message_body(self, cmd: str) -> bytes:
+        size = self._read_len("E_BAD_MESSAGE", f"{cmd} failed to read message body size")
+        if size <= 0:
+            raise FatalClientError("E_BAD_MESSAGE", f"{cmd} invalid message body size {size}")
+        if size > self.opts.max_msg_size:
+            raise FatalClientError("E_BAD_MESSAGE", f"{cmd} message too big {size} > {self.opts.max_msg_size}")
+        return self._read_body(size, "E_BAD_MESSAGE", f"{cmd} failed to read message body")
+
+    def _topic_name(self, cmd: str, raw: bytes, code_prefix: str = "") -> str:
+        name = raw.decode("latin-1")
+        if not is_valid_name(name):
+            raise FatalClientError("E_BAD_TOPIC", f"{code_prefix}{cmd} topic name {go_quote(raw)} is not valid")
+        return name
+
+    def _check_auth(self, cmd: str, topic: str, channel: str) -> None:
+        """Hook for AUTH (its own issue): with auth off every command is allowed."""
+
+    def _require_subscribed(self, cmd: str, allow_closing: bool) -> None:
+        state = self.client.state
+        if state != STATE_SUBSCRIBED and not (allow_closing and state == STATE_CLOSING):
+            raise FatalClientError("E_INVALID", f"cannot {cmd} in current state")
+
+    # ---- commands -----------------------------------------------------------------------------
+
+    def identify(self, params: list[bytes]) -> bytes | None:
+        client = self.client
+        opts = self.opts
+        if client.state != STATE_INIT:
+            raise FatalClientError("E_INVALID", "cannot IDENTIFY in current state")
+        size = self._read_len("E_BAD_BODY", "IDENTIFY failed to read body size")
+        if size > opts.max_body_size:
+            raise FatalClientError("E_BAD_BODY", f"IDENTIFY body too big {size} > {opts.max_body_size}")
+        if size <= 0:
+            raise FatalClientError("E_BAD_BODY", f"IDENTIFY invalid body size {size}")
+        body = self._read_body(size, "E_BAD_BODY", "IDENTIFY failed to read body")
+        try:
+            data = parse_identify(body)
+        except ValueError:
+            raise FatalClientError("E_BAD_BODY", "IDENTIFY failed to decode JSON body") from None
+        self.log.info(f"[{client}] IDENTIFY: {data.go_dump()}")
+        try:
+            self._apply_identify(data)
+        except ValueError as err:
+            raise FatalClientError("E_BAD_BODY", f"IDENTIFY {err}") from None
+        if not data.feature_negotiation:
+            return OK
+        deflate = opts.deflate and data.deflate
+        deflate_level = data.deflate_level if deflate and data.deflate_level > 0 else 6
+        deflate_level = min(deflate_level, opts.max_deflate_level)
+        snappy = opts.snappy and data.snappy
+        if deflate and snappy:
+            raise FatalClientError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
+        reply = {
+            "max_rdy_count": opts.max_rdy_count,
+            "version": NSQ_VERSION,
+            "max_msg_timeout": opts.max_msg_timeout // 1_000_000,
+            "msg_timeout": round(client.msg_timeout * 1000),
+            "tls_v1": False,
+            "deflate": False,
+            "deflate_level": deflate_level,
+            "max_deflate_level": opts.max_deflate_level,
+            "snappy": False,
+            "sample_rate": client.sample_rate,
+            "auth_required": False,
+            "output_buffer_size": client.output_buffer_size,
+            "output_buffer_timeout": round(client.output_buffer_timeout * 1000),
+            "topology_region": client.topology_region,
+            "topology_zone": client.topology_zone,
+        }
+        client.send_response(orjson.dumps(reply))
+        return None
+
+    def _apply_identify(self, data: IdentifyData) -> None:
+        """nsqd's clientV2.Identify: replace ids, then validate and set each negotiable value."""
+        client = self.client
+        opts = self.opts
+        client.client_id = data.client_id
+        client.hostname = data.hostname
+        client.user_agent = data.user_agent
+        hb = data.heartbeat_interval
+        if hb == -1:
+            client.heartbeat_interval = 0.0
+        elif hb == 0:
+            pass
+        elif 1000 <= hb <= opts.max_heartbeat_interval // 1_000_000:
+            client.heartbeat_interval = hb / 1000
+        else:
+            raise ValueError(f"heartbeat interval ({hb}) is invalid")
+        obt = data.output_buffer_timeout
+        if obt == -1:
+            client.output_buffer_timeout = 0.0
+        elif obt == 0:
+            pass
+        elif opts.min_output_buffer_timeout // 1_000_000 <= obt <= opts.max_output_buffer_timeout // 1_000_000:
+            client.output_buffer_timeout = obt / 1000
+        else:
+            raise ValueError(f"output buffer timeout ({obt}) is invalid")
+        obs = data.output_buffer_size
+        if obs == -1:
+            client.output_buffer_size = 1
+            client.output_buffer_timeout = 0.0
+        elif obs == 0:
+            pass
+        elif 64 <= obs <= opts.max_output_buffer_size:
+            client.output_buffer_size = obs
+        else:
+            raise ValueError(f"output buffer size ({obs}) is invalid")
+        if not 0 <= data.sample_rate <= 99:
+            raise ValueError(f"sample rate ({data.sample_rate}) is invalid")
+        client.sample_rate = data.sample_rate
+        mt = data.msg_timeout
+        if mt == 0:
+            pass
+        elif 1000 <= mt <= opts.max_msg_timeout // 1_000_000:
+            client.msg_timeout = mt / 1000
+        else:
+            raise ValueError(f"msg timeout ({mt}) is invalid")
+        client.topology_zone = data.topology_zone
+        client.topology_region = data.topology_region
+        client.reset_heartbeat()
+
+    def auth(self, params: list[bytes]) -> bytes | None:
+        if self.client.state != STATE_INIT:
+            raise FatalClientError("E_INVALID", "cannot AUTH in current state")
+        if len(params) != 1:
+            raise FatalClientError("E_INVALID", "AUTH invalid number of parameters")
+        size = self._read_len("E_BAD_BODY", "AUTH failed to read body size")
+        if size > self.opts.max_body_size:
+            raise FatalClientError("E_BAD_BODY", f"AUTH body too big {size} > {self.opts.max_body_size}")
+        if size <= 0:
+            raise FatalClientError("E_BAD_BODY", f"AUTH invalid body size {size}")
+        self._read_body(size, "E_BAD_BODY", "AUTH failed to read body")
+        if self.client.authed:
+            raise FatalClientError("E_INVALID", "AUTH already set")
+        raise FatalClientError("E_AUTH_DISABLED", "AUTH disabled")
+
+    def sub(self, params: list[bytes]) -> bytes:
+        client = self.client
+        if client.state != STATE_INIT:
+            raise FatalClientError("E_INVALID", "cannot SUB in current state")
+        if client.heartbeat_interval <= 0:
+            raise FatalClientError("E_INVALID", "cannot SUB with heartbeats disabled")
+        if len(params) < 3:
+            raise FatalClientError("E_INVALID", "SUB insufficient number of parameters")
+        topic_name = self._topic_name("SUB", params[1])
+        channel_name = params[2].decode("latin-1")
+        if not is_valid_name(channel_name):
+            raise FatalClientError("E_BAD_CHANNEL", f"SUB channel name {go_quote(params[2])} is not valid")
+        self._check_auth("SUB", topic_name, channel_name)
+        for attempt in (1, 2):
+            try:
+                topic = self.nsqd.get_topic(topic_name)
+                channel = topic.get_channel(channel_name)
+                channel.add_client(client)
+            except MessageError as err:
+                raise FatalClientError("E_SUB_FAILED", f"SUB failed {err}") from None
+            except ExitingError:
+                if attempt == 1:
+                    gevent.sleep(0.1)  # an ephemeral topic/channel mid-deletion: try once more, like nsqd
+                    continue
+                raise FatalClientError("E_SUB_FAILED", "SUB failed to deleted topic/channel") from None
+            break
+        client.state = STATE_SUBSCRIBED
+        client.channel = channel
+        return OK
+
+    def rdy(self, params: list[bytes]) -> None:
+        client = self.client
+        if client.state == STATE_CLOSING:
+            self.log.info(f"PROTOCOL(V2): [{client}] ignoring RDY after CLS in state ClientStateV2Closing")
+            return None
+        if client.state != STATE_SUBSCRIBED:
+            raise FatalClientError("E_INVALID", "cannot RDY in current state")
+        count = 1
+        if len(params) > 1:
+            parsed = parse_base10(params[1])
+            if parsed is None:
+                raise FatalClientError("E_INVALID", f"RDY could not parse count {params[1].decode('latin-1')}")
+            count = parsed
+        if not 0 <= count <= self.opts.max_rdy_count:
+            raise FatalClientError("E_INVALID", f"RDY count {count} out of range 0-{self.opts.max_rdy_count}")
+        client.set_ready_count(count)
+        return None
+
+    def fin(self, params: list[bytes]) -> None:
+        self._require_subscribed("FIN", allow_closing=True)
+        if len(params) < 2:
+            raise FatalClientError("E_INVALID", "FIN insufficient number of params")
+        msg_id = message_id(params[1])
+        try:
+            self.client.channel.finish(self.client, msg_id)  # type: ignore[union-attr]
+        except MessageError as err:
+            raise ClientError("E_FIN_FAILED", f"FIN {msg_id.decode('latin-1')} failed {err}") from None
+        return None
+
+    def req(self, params: list[bytes]) -> None:
+        self._require_subscribed("REQ", allow_closing=True)
+        if len(params) < 3:
+            raise FatalClientError("E_INVALID", "REQ insufficient number of params")
+        msg_id = message_id(params[1])
+        timeout_ms = parse_base10(params[2])
+        if timeout_ms is None:
+            raise FatalClientError("E_INVALID", f"REQ could not parse timeout {params[2].decode('latin-1')}")
+        max_ms = self.opts.max_req_timeout // 1_000_000
+        clamped = min(max(timeout_ms, 0), max_ms)
+        if clamped != timeout_ms:
+            self.log.info(
+                f"PROTOCOL(V2): [{self.client}] REQ timeout {timeout_ms * 1_000_000} out of range "
+                f"0-{self.opts.max_req_timeout}. Setting to {clamped * 1_000_000}"
+            )
+        try:
+            self.client.channel.requeue(self.client, msg_id, clamped / 1000)  # type: ignore[union-attr]
+        except (MessageError, ExitingError) as err:
+            raise ClientError("E_REQ_FAILED", f"REQ {msg_id.decode('latin-1')} failed {err}") from None
+        return None
+
+    def touch(self, params: list[bytes]) -> None:
+        self._require_subscribed("TOUCH", allow_closing=True)
+        if len(params) < 2:
+            raise FatalClientError("E_INVALID", "TOUCH insufficient number of params")
+        msg_id = message_id(params[1])
+        try:
+            self.client.channel.touch(self.client, msg_id)  # type: ignore[union-attr]
+        except MessageError as err:
+            raise ClientError("E_TOUCH_FAILED", f"TOUCH {msg_id.decode('latin-1')} failed {err}") from None
+        return None
+
+    def cls(self, params: list[bytes]) -> bytes:
+        if self.client.state != STATE_SUBSCRIBED:
+            raise FatalClientError("E_INVALID", "cannot CLS in current state")
+        self.client.start_close()
+        return b"CLOSE_WAIT"
+
+    def nop(self, params: list[bytes]) -> None:
+        return None
+
+    # ---- publishing ---------------------------------------------------------------------------
+
+    def _put(self, topic: Topic, cmd: str, messages: list) -> None:
+        try:
+            topic.put_many(messages)
+        except (ExitingError, BackendError) as err:
+            raise FatalClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
+        self.client.published(topic.name, len(messages))
+
+    def pub(self, params: list[bytes]) -> bytes:
+        if len(params) < 2:
+            raise FatalClientError("E_INVALID", "PUB insufficient number of parameters")
+        topic_name = self._topic_name("PUB", params[1])
+        body = self._read_message_body("PUB")
+        self._check_auth("PUB", topic_name, "")
+        topic = self._get_topic("PUB", topic_name)
+        self._put(topic, "PUB", [topic.new_message(body, time.time_ns())])
+        return OK
+
+    def dpub(self, params: list[bytes]) -> bytes:
+        if len(params) < 3:
+            raise FatalClientError("E_INVALID", "DPUB insufficient number of parameters")
+        topic_name = self._topic_name("DPUB", params[1])
+        timeout_ms = parse_base10(params[2])
+        if timeout_ms is None:
+            raise FatalClientError("E_INVALID", f"DPUB could not parse timeout {params[2].decode('latin-1')}")
+        max_ms = self.opts.max_req_timeout // 1_000_000
+        if not 0 <= timeout_ms <= max_ms:
+            raise FatalClientError("E_INVALID", f"DPUB timeout {timeout_ms} out of range 0-{max_ms}")
+        body = self._read_message_body("DPUB")
+        self._check_auth("DPUB", topic_name, "")
+        topic = self._get_topic("DPUB", topic_name)
+        msg = topic.new_message(body, time.time_ns())
+        msg.deferred = timeout_ms / 1000
+        self._put(topic, "DPUB", [msg])
+        return OK
+
+    def mpub(self, params: list[bytes]) -> bytes:
+        if len(params) < 2:
+            raise FatalClientError("E_INVALID", "MPUB insufficient number of parameters")
+        topic_name = self._topic_name("MPUB", params[1], code_prefix="E_BAD_TOPIC ")
+        self._check_auth("MPUB", topic_name, "")
+        topic = self._get_topic("MPUB", topic_name)
+        opts = self.opts
+        size = self._read_len("E_BAD_BODY", "MPUB failed to read body size")
+        if size <= 0:
+            raise FatalClientError("E_BAD_BODY", f"MPUB invalid body size {size}")
+        if size > opts.max_body_size:
+            raise FatalClientError("E_BAD_BODY", f"MPUB body too big {size} > {opts.max_body_size}")
+        count = self._read_len("E_BAD_BODY", "MPUB failed to read message count")
+        if count <= 0 or count > (opts.max_body_size - 4) // 5:
+            raise FatalClientError("E_BAD_BODY", f"MPUB invalid message count {count}")
+        client = self.client
+        max_msg = opts.max_msg_size
+        now = time.time_ns()
+        messages = []
+        for i in range(count):
+            msg_size = self._read_len("E_BAD_MESSAGE", f"MPUB failed to read message({i}) body size")
+            if msg_size <= 0:
+                raise FatalClientError("E_BAD_MESSAGE", f"MPUB invalid message({i}) body size {msg_size}")
+            if msg_size > max_msg:
+                raise FatalClientError("E_BAD_MESSAGE", f"MPUB message too big {msg_size} > {max_msg}")
+            try:
+                body = client.read_exactly(msg_size)
+            except (EOFError, ConnectionLost):
+                raise FatalClientError("E_BAD_MESSAGE", "MPUB failed to read message body") from None
+            messages.append(topic.new_message(body, now))
+        self._put(topic, "MPUB", messages)
+        return OK
+
+    def _get_topic(self, cmd: str, name: str) -> Topic:
+        try:
+            return self.nsqd.get_topic(name)
+        except ExitingError as err:
+            raise FatalClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None

@@ -1,0 +1,89 @@
+"""The TCP front door: a gevent StreamServer, one greenlet per connection, the magic check."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from gevent.server import StreamServer
+
+from ..core.nsqd import NSQD
+from ..listen import display_address
+from .client import ClientV2
+from .protocol import ProtocolV2
+
+_BAD_PROTOCOL_FRAME = struct.pack(">ii", 4 + len(b"E_BAD_PROTOCOL"), 1) + b"E_BAD_PROTOCOL"
+_MAGIC_V2 = b"  V2"
+
+
+def peer_address(sock: socket.socket, address: object) -> str:
+    """`ip:port` as nsqd prints a remote address (`@` for a unix socket peer, like Go)."""
+    if sock.family == socket.AF_UNIX:
+        return "@"
+    host, port = address[:2]  # type: ignore[index]
+    if host.startswith("::ffff:"):
+        host = host[7:]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class TCPServer:
+    """Accepts protocol V2 clients for one NSQD."""
+
+    def __init__(self, nsqd: NSQD, listener: socket.socket) -> None:
+        self.nsqd = nsqd
+        self.listener = listener
+        self.address = display_address(listener)
+        self.connections: dict[int, ClientV2] = {}
+        self._server = StreamServer(listener, self._handle)
+
+    def start(self) -> None:
+        self.nsqd.logger.info(f"TCP: listening on {self.address}")
+        self._server.start()
+
+    def close_listener(self) -> None:
+        self.nsqd.logger.info(f"TCP: closing {self.address}")
+        self._server.close()
+
+    def close_clients(self) -> None:
+        for client in list(self.connections.values()):
+            client.close()
+
+    def _handle(self, sock: socket.socket, address: object) -> None:
+        log = self.nsqd.logger
+        remote = peer_address(sock, address)
+        if sock.family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        log.info(f"TCP: new client({remote})")
+        try:
+            magic = _read_magic(sock)
+        except OSError as err:
+            log.error(f"failed to read protocol version - {err}")
+            sock.close()
+            return
+        log.info(f"CLIENT({remote}): desired protocol magic '{magic.decode('latin-1')}'")
+        if magic != _MAGIC_V2:
+            try:
+                sock.sendall(_BAD_PROTOCOL_FRAME)
+            except OSError:
+                pass
+            sock.close()
+            log.error(f"client({remote}) bad protocol magic '{magic.decode('latin-1')}'")
+            return
+        client = ClientV2(self.nsqd, sock, remote)
+        self.connections[client.id] = client
+        self.nsqd.add_client(client.id, client)
+        try:
+            ProtocolV2(self.nsqd, client).io_loop()
+        finally:
+            self.connections.pop(client.id, None)
+
+
+def _read_magic(sock: socket.socket) -> bytes:
+    sock.settimeout(None)
+    data = b""
+    while len(data) < 4:
+        chunk = sock.recv(4 - len(data))
+        if not chunk:
+            raise OSError("EOF")
+        data += chunk
+    return data

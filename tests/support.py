@@ -1,0 +1,184 @@
+"""Test support: start the installed nsqd as a real process, and a raw protocol V2 socket client."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+NSQD_BIN = Path(sys.executable).parent / "nsqd"
+
+FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NsqdProcess:
+    """The real nsqd executable on free loopback ports with its own data dir."""
+
+    def __init__(self, data_path: Path, *extra: str, http: bool = True) -> None:
+        self.data_path = Path(data_path)
+        self.data_path.mkdir(parents=True, exist_ok=True)
+        self.tcp_port = free_port()
+        self.http_port = free_port() if http else None
+        self.extra = list(extra)
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_path / f"nsqd-{self.tcp_port}.log"
+
+    @property
+    def tcp_address(self) -> str:
+        return f"127.0.0.1:{self.tcp_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def args(self) -> list[str]:
+        http = f"--http-address=127.0.0.1:{self.http_port}" if self.http_port else "--http-address="
+        return [str(NSQD_BIN), f"--tcp-address={self.tcp_address}", http, f"--data-path={self.data_path}",
+                *self.extra]
+
+    def start(self, timeout: float = 20) -> NsqdProcess:
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nsqd exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
+                    pass
+                if self.http_port:
+                    requests.get(f"{self.http_url}/ping", timeout=1)
+                return self
+            except (OSError, requests.RequestException):
+                time.sleep(0.05)
+        raise RuntimeError(f"nsqd did not start:\n{self.log()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stats(self, **params: str) -> dict:
+        return requests.get(f"{self.http_url}/stats", params={"format": "json", **params}, timeout=5).json()
+
+
+class RawConn:
+    """A protocol V2 client over a plain socket, for exact byte-level checks."""
+
+    def __init__(self, port: int, magic: bytes = b"  V2", timeout: float = 5) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if magic:
+            self.sock.sendall(magic)
+        self.buf = b""
+
+    def send(self, line: str | bytes, body: bytes | None = None) -> None:
+        data = (line.encode() if isinstance(line, str) else line) + b"\n"
+        if body is not None:
+            data += struct.pack(">i", len(body)) + body
+        self.sock.sendall(data)
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _read(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed by server")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def frame(self, skip_heartbeats: bool = True) -> tuple[int, bytes]:
+        while True:
+            size, ftype = struct.unpack(">ii", self._read(8))
+            data = self._read(size - 4)
+            if skip_heartbeats and ftype == FRAME_RESPONSE and data == b"_heartbeat_":
+                self.send("NOP")
+                continue
+            return ftype, data
+
+    def identify(self, **fields: object) -> dict | bytes:
+        self.send("IDENTIFY", json.dumps({"feature_negotiation": True, **fields}).encode())
+        _, data = self.frame()
+        try:
+            return json.loads(data)
+        except ValueError:
+            return data
+
+    def sub(self, topic: str, channel: str) -> tuple[int, bytes]:
+        self.send(f"SUB {topic} {channel}")
+        return self.frame()
+
+    def message(self) -> Message:
+        ftype, data = self.frame()
+        assert ftype == FRAME_MESSAGE, (ftype, data)
+        return Message.parse(data)
+
+    def is_closed(self, wait: float = 2.0) -> bool:
+        """True when the server closed the connection (reads EOF) within ``wait`` seconds."""
+        self.sock.settimeout(wait)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except (TimeoutError, socket.timeout):
+            return False
+        except OSError:
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class Message:
+    def __init__(self, timestamp: int, attempts: int, id: bytes, body: bytes) -> None:
+        self.timestamp, self.attempts, self.id, self.body = timestamp, attempts, id, body
+
+    @classmethod
+    def parse(cls, data: bytes) -> Message:
+        ts, attempts = struct.unpack(">qH", data[:10])
+        return cls(ts, attempts, data[10:26], data[26:])
+
+
+def mpub_body(bodies: list[bytes]) -> bytes:
+    return struct.pack(">i", len(bodies)) + b"".join(struct.pack(">i", len(b)) + b for b in bodies)
+
+
+def wait_for(predicate, timeout: float = 10, interval: float = 0.05):  # noqa: ANN001, ANN201
+    """Poll until ``predicate()`` is truthy; return its value or raise AssertionError at the timeout."""
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(interval)
