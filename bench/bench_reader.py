@@ -189,7 +189,7 @@ def sub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any,
     msgs = nbytes = redelivered = bad_size = heartbeats = 0
     errors: list[str] = []
     error_count = 0
-    first_recv = last_recv = 0.0
+    first_recv = last_recv = max_gap = max_gap_at = 0.0  # longest pause between two reads, and when it began
     stop_reason = "runfor"
     mono = time.monotonic
     t_end = mono() + runfor
@@ -211,9 +211,13 @@ def sub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any,
                 break
             if n > 0:
                 have += n
-                last_recv = time.time()
-                if not first_recv:
-                    first_recv = last_recv
+                t = time.time()
+                if first_recv:
+                    if t - last_recv > max_gap:
+                        max_gap, max_gap_at = t - last_recv, last_recv
+                else:
+                    first_recv = t
+                last_recv = t
                 now_ns = time.time_ns()
                 ids: list[memoryview] = []
                 ids_append = ids.append
@@ -299,6 +303,7 @@ def sub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any,
     counts[idx] = msgs
     result_q.put(
         {
+            "cpu_s": time.process_time(),
             "idx": idx,
             "msgs": msgs,
             "bytes": nbytes,
@@ -308,6 +313,8 @@ def sub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any,
             "errors": error_count,
             "error_samples": errors[:20],
             "first_recv": first_recv,
+            "max_gap": max_gap,
+            "max_gap_at": max_gap_at,
             "last_recv": last_recv,
             "stop": stop_reason,
             "stride": stride,
@@ -340,6 +347,11 @@ def summarize(results: list[dict[str, Any]], start_wall: float, end_wall: float,
         "duration_s": duration,
         "wall_s": end_wall - start_wall,
         "first_msg_after_s": (min(firsts) - start_wall) if firsts else None,
+        "max_gaps": [
+            {"worker": r["idx"], "gap_s": round(r["max_gap"], 4), "at_s": round(r["max_gap_at"] - start_wall, 3)}
+            for r in sorted(results, key=lambda r: r["idx"])
+            if r["max_gap"]
+        ],
         "msgs": msgs,
         "per_conn_msgs": [r["msgs"] for r in sorted(results, key=lambda r: r["idx"])],
         "bytes": sum(r["bytes"] for r in results),
@@ -356,6 +368,7 @@ def summarize(results: list[dict[str, Any]], start_wall: float, end_wall: float,
         "error_samples": [e for r in results for e in r["error_samples"]][:20],
         "stop": stops,
         "workers_reported": len(results),
+        "client_cpu_s": sum(r["cpu_s"] for r in results),
     }
 
 
@@ -512,6 +525,11 @@ def main(argv: list[str] | None = None) -> int:
         f" stop={','.join(s['stop'])},"
         f" redelivered={s['redelivered']} bad_size={s['bad_size']} heartbeats={s['heartbeats']} errors={s['errors']}"
     )
+    if s["max_gaps"]:
+        log(
+            "longest pause between reads: "
+            + ", ".join(f"conn{g['worker']} {g['gap_s'] * 1000:.1f}ms@+{g['at_s']:.2f}s" for g in s["max_gaps"])
+        )
     for e in s["error_samples"]:
         log(f"error: {e}")
     if a.json:

@@ -150,11 +150,12 @@ def pub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any,
     frame = build_mpub(cfg["topic"], cfg["size"], cfg["batch_size"])
     batch, pipeline, runfor = cfg["batch_size"], cfg["pipeline"], cfg["runfor"]
     outstanding: collections.deque[int] = collections.deque()
-    lat = array("q")
+    lat, sent = array("q"), array("q")  # per answered MPUB: latency, send time since start (ns)
     ok = errors = 0
     samples: list[str] = []
     clock = time.perf_counter_ns
-    end_ns = clock() + int(runfor * 1e9)
+    start_ns = clock()
+    end_ns = start_ns + int(runfor * 1e9)
     stopping = False
     try:
         while True:
@@ -196,7 +197,9 @@ def pub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any,
                     errors += 1
                     samples.append(f"unexpected frame type={ftype} data={data[:100]!r}")
                     continue
-                lat.append(now - outstanding.popleft())
+                t0 = outstanding.popleft()
+                lat.append(now - t0)
+                sent.append(t0 - start_ns)
                 if ftype == FRAME_RESPONSE and data == b"OK":
                     ok += 1
                 else:
@@ -215,7 +218,15 @@ def pub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any,
         samples.append(f"{type(exc).__name__}: {exc}")
     finally:
         sock.close()
-    res.update(msgs=ok * batch, mpubs=ok, errors=errors, error_samples=samples[:10], lat_ns=lat.tobytes())
+    res["cpu_s"] = time.process_time()
+    res.update(
+        msgs=ok * batch,
+        mpubs=ok,
+        errors=errors,
+        error_samples=samples[:10],
+        lat_ns=lat.tobytes(),
+        sent_ns=sent.tobytes(),
+    )
     result_q.put(res)
 
 
@@ -226,6 +237,13 @@ def summarize(results: list[dict[str, Any]], duration: float, cfg: dict[str, Any
     for r in results:
         lat.frombytes(r["lat_ns"])
     pct = {k: v / 1e6 for k, v in percentiles(list(lat), (0.5, 0.9, 0.99)).items()}
+    slowest = []  # (latency ms, seconds after start, worker): shows whether stalls are at startup or periodic
+    for r in results:
+        rl, rs = array("q"), array("q")
+        rl.frombytes(r["lat_ns"])
+        rs.frombytes(r["sent_ns"])
+        slowest.extend((rl[i] / 1e6, rs[i] / 1e9, r["idx"]) for i in sorted(range(len(rl)), key=rl.__getitem__)[-5:])
+    slowest.sort(reverse=True)
     return {
         "tool": "bench_writer",
         "procs": cfg["procs"],
@@ -241,7 +259,9 @@ def summarize(results: list[dict[str, Any]], duration: float, cfg: dict[str, Any
         "mb_per_s": msgs * cfg["size"] / duration / 1024 / 1024 if duration > 0 else 0.0,
         "us_per_op": duration * 1e6 / msgs if msgs else 0.0,
         "mpub_latency_ms": pct,
+        "slowest_mpubs": [{"ms": round(ms, 3), "at_s": round(at, 3), "worker": w} for ms, at, w in slowest[:5]],
         "workers_reported": len(results),
+        "client_cpu_s": sum(r["cpu_s"] for r in results),
     }
 
 
@@ -350,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         f"mpub latency: p50={lp['p50']:.3f}ms p90={lp['p90']:.3f}ms p99={lp['p99']:.3f}ms max={lp['max']:.3f}ms"
         f" ({s['mpubs']} MPUB x {a.batch_size} msgs, {a.procs} conns, pipeline {a.pipeline}, errors={s['errors']})"
     )
+    if s["slowest_mpubs"]:
+        log("slowest MPUBs: " + ", ".join(f"{x['ms']:.1f}ms@+{x['at_s']:.2f}s" for x in s["slowest_mpubs"]))
     for e in s["error_samples"]:
         log(f"error: {e}")
     if a.json:

@@ -12,7 +12,7 @@ class ListenError(Exception):
 
 def is_unix_address(address: str) -> bool:
     """nsqd treats anything that is not host:port as a unix socket path."""
-    host, sep, port = address.rpartition(":")
+    _host, sep, port = address.rpartition(":")
     return not sep or not port.isdigit()
 
 
@@ -53,7 +53,7 @@ def listen(address: str, backlog: int = 1024) -> socket.socket:
     return sock
 
 
-def _bind_tcp(gsocket, host: str, port: int) -> socket.socket:  # noqa: ANN001 - gevent's socket module
+def _bind_tcp(gsocket, host: str, port: int) -> socket.socket:
     """Like Go, an any-address (`0.0.0.0` or empty) listens dual-stack where IPv6 exists."""
     if host in ("", "0.0.0.0"):
         try:

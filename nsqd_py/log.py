@@ -25,7 +25,7 @@ def parse_level(name: str) -> int:
 class Logger:
     """A leveled logger writing nsqd-style lines; cheap to call below its level."""
 
-    __slots__ = ("prefix", "level", "stream")
+    __slots__ = ("level", "prefix", "stream")
 
     def __init__(self, prefix: str = "[nsqd] ", level: int = INFO, stream: TextIO | None = None) -> None:
         self.prefix = prefix

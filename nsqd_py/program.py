@@ -44,6 +44,9 @@ class NSQDProgram:
         except ListenError as err:
             self._close_listeners()
             raise StartupError(str(err)) from None
+        opts.apply_listen_ports(
+            nsqd.tcp_port if nsqd.tcp_port > 0 else None, nsqd.http_port if nsqd.http_port > 0 else None
+        )
         nsqd.load_metadata()
         try:
             nsqd.persist_metadata()

@@ -149,7 +149,7 @@ class RawConn:
                 if not chunk:
                     return True
                 self.buf += chunk
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return False
         except OSError:
             return True
@@ -172,7 +172,7 @@ def mpub_body(bodies: list[bytes]) -> bytes:
     return struct.pack(">i", len(bodies)) + b"".join(struct.pack(">i", len(b)) + b for b in bodies)
 
 
-def wait_for(predicate, timeout: float = 10, interval: float = 0.05):  # noqa: ANN001, ANN201
+def wait_for(predicate, timeout: float = 10, interval: float = 0.05):
     """Poll until ``predicate()`` is truthy; return its value or raise AssertionError at the timeout."""
     deadline = time.time() + timeout
     while True:

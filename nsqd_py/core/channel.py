@@ -121,17 +121,31 @@ class Channel:
     # ---- putting messages in --------------------------------------------------------------------
 
     def put(self, msg: Message) -> None:
-        """A message from the topic: deliver at once when someone is ready, else queue it."""
+        """A message from the topic: deliver at once when someone is ready, else queue it.
+
+        With --mem-queue-size=0 every message goes through the disk queue first, so nothing a
+        publisher was told OK about lives only in memory.
+        """
         self.message_count += 1
-        if not self.paused and not self._memory and not self._dispatching and not self._backend.depth():
+        if self._mem_size and not self.paused and not self._memory and not self._dispatching \
+                and not self._backend.depth():
             client = self._next_ready_client()
             if client is not None:
                 self._deliver(client, msg)
                 return
         self._enqueue(msg)
+        if not self._mem_size:
+            self.dispatch()
 
     def put_deferred(self, msg: Message, delay: float) -> None:
-        """A DPUB message from the topic: it waits in the deferred queue for ``delay`` seconds."""
+        """A DPUB message from the topic: it waits in the deferred queue for ``delay`` seconds.
+
+        With --mem-queue-size=0 it goes to disk at once and the delay is lost, as in nsqd (#1375):
+        a deferred message held only in memory would not survive a crash.
+        """
+        if not self._mem_size:
+            self.put(msg)
+            return
         self.message_count += 1
         self._start_deferred(msg, delay)
 

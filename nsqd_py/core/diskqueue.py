@@ -26,10 +26,10 @@ import re
 import struct
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import gevent
-from gevent.lock import Semaphore
+from gevent.event import Event
 
 from nsqd_py.log import Logger
 
@@ -173,7 +173,7 @@ class DiskQueue:
         self._changes = 0  # bumped by every change the meta file should reflect
         self._synced = -1  # _changes as of the last successful sync (-1: meta never written by us)
         self._count = 0  # puts + acks since the last sync
-        self._lock = Semaphore()  # one sync (or empty/close/delete) at a time; guards closing file descriptors
+        self._syncing: Event | None = None  # set while a sync (or empty/close) runs; it owns the descriptors then
         self._timer: gevent.Greenlet | None = None
         self._closed = False  # no more puts, reads or syncs
         self._shut = False  # descriptors closed by close/delete (a sync queued behind them must not run)
@@ -257,8 +257,7 @@ class DiskQueue:
                 for num in range(rfile, wfile + 1):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(self._file_name(num))
-                fresh = max(rfile, wfile) + 1
-                rfile, rpos, wfile, wpos, depth, salvaged = fresh, 0, fresh, 0, 0, False
+                rfile, rpos, wfile, wpos, depth, salvaged = wfile + 1, 0, wfile + 1, 0, 0, False
                 self._changes += 1
         self._rfile, self._rpos, self._wfile, self._wpos = rfile, rpos, wfile, wpos
         self._lowest = rfile
@@ -530,12 +529,29 @@ class DiskQueue:
         if self._closed:
             return
         target = self._changes
-        with self._lock:
-            if self._synced < target and not self._shut:
-                self._sync_locked()
+        while self._synced < target and not self._shut:
+            if self._syncing is not None:
+                self._syncing.wait()  # it may have covered our change; if not, one of the waiters starts the next
+                continue
+            with self._exclusive():
+                # publishers that are ready to run write first, so one fsync round covers them all
+                gevent.sleep(0)
+                self._sync_now()
 
-    def _sync_locked(self) -> None:
-        """Snapshot the positions, let before_sync make dependants durable, then persist the snapshot.
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Run a sync, empty or close alone; everyone waiting for it wakes at once when it ends."""
+        while self._syncing is not None:
+            self._syncing.wait()
+        done = self._syncing = Event()
+        try:
+            yield
+        finally:
+            self._syncing = None
+            done.set()
+
+    def _sync_now(self) -> None:
+        """Snapshot the positions, let before_sync make dependants durable, then persist the snapshot (exclusively).
 
         The snapshot comes first: whatever the caller's before_sync covers was handed over before it, so the
         persisted read position never passes a record that is not durable elsewhere. Records written while the
@@ -581,7 +597,7 @@ class DiskQueue:
     # ---- empty / close / delete -------------------------------------------------------------------
 
     def _close_files(self) -> None:
-        """Close every descriptor; only called with the lock held (a sync may be using them otherwise)."""
+        """Close every descriptor; only called while no sync runs (a sync may be using them otherwise)."""
         for fd in (self._rfd, self._wfd, *self._old_wfds):
             if fd is not None:
                 with contextlib.suppress(OSError):
@@ -613,7 +629,7 @@ class DiskQueue:
         if self._closed:
             raise BackendError("exiting")
         self._log.info(f"DISKQUEUE({self.name}): emptying")
-        with self._lock:
+        with self._exclusive():
             self._close_files()
             self._remove_files(keep_bad=True)
             self._wfile += 1
@@ -624,7 +640,7 @@ class DiskQueue:
             self._pending.clear()
             self._bad.clear()
             self._changes += 1
-            self._sync_locked()
+            self._sync_now()
 
     def close(self) -> None:
         """Sync and close; the files stay for the next start. Failures are logged, not raised."""
@@ -633,10 +649,10 @@ class DiskQueue:
         self._closed = True
         self._log.info(f"DISKQUEUE({self.name}): closing")
         self._stop_timer()
-        with self._lock:
+        with self._exclusive():
             try:
                 if self._synced < self._changes:
-                    self._sync_locked()
+                    self._sync_now()
             except BackendError as err:
                 self._log.error(f"DISKQUEUE({self.name}) failed to sync - {err}")
             finally:
@@ -650,7 +666,7 @@ class DiskQueue:
         self._closed = True
         self._log.info(f"DISKQUEUE({self.name}): deleting")
         self._stop_timer()
-        with self._lock:
+        with self._exclusive():
             self._close_files()
             self._shut = True
             self._remove_files(keep_bad=False)

@@ -19,11 +19,14 @@ class Message:
 
     The in-flight fields (client, deadline, deliver_ts) belong to the channel that holds the copy.
     ``deferred`` is the DPUB delay in seconds while the message waits in its topic's memory queue
-    (like nsqd, the delay is lost once the message goes through a disk queue). ``token`` is the ack token of the disk-queue record this copy
-    was read from; it is acked once the channel no longer needs the record.
+    (like nsqd, the delay is lost once the message goes through a disk queue). ``token`` is the
+    ack token of the disk-queue record this copy was read from; it is acked once the channel no
+    longer needs the record.
     """
 
-    __slots__ = ("attempts", "body", "client", "deadline", "deferred", "deliver_ts", "id", "timestamp", "token")
+    __slots__ = (
+        "attempts", "body", "client", "deadline", "deferred", "deliver_ts", "id", "timestamp", "token",
+    )
 
     def __init__(self, msg_id: bytes, body: bytes, timestamp: int, attempts: int = 0) -> None:
         self.id = msg_id
@@ -46,7 +49,8 @@ class Message:
 
     def frame(self) -> bytes:
         """A complete protocol V2 message frame, ready to write to a consumer."""
-        return _FRAME_HEADER.pack(30 + len(self.body), FRAME_TYPE_MESSAGE, self.timestamp, self.attempts) + self.id + self.body
+        header = _FRAME_HEADER.pack(30 + len(self.body), FRAME_TYPE_MESSAGE, self.timestamp, self.attempts)
+        return header + self.id + self.body
 
     @classmethod
     def decode(cls, data: bytes) -> Message:

@@ -28,9 +28,6 @@ if TYPE_CHECKING:
     from ..options import Options
     from .channel import Channel
 
-#: nsqd's fixed queue-scan settings (no flags): scan every 100 ms, loop again while >25 % were dirty.
-_SCAN_INTERVAL = 0.1
-_DIRTY_RATIO = 0.25
 METADATA_FILE = "nsqd.dat"
 
 
@@ -260,8 +257,10 @@ class NSQD:
     def _queue_scan_loop(self) -> None:
         """Like nsqd's queueScanLoop: sample channels, process timeouts; rescan at once when busy."""
         selection = max(1, self.opts.queue_scan_selection_count)
+        interval = self.opts.queue_scan_interval / 1e9
+        dirty_ratio = self.opts.queue_scan_dirty_percent
         while True:
-            gevent.sleep(_SCAN_INTERVAL)
+            gevent.sleep(interval)
             while True:
                 channels = self._all_channels()
                 if len(channels) > selection:
@@ -279,6 +278,6 @@ class NSQD:
                         continue
                     if in_flight or deferred:
                         dirty += 1
-                if dirty <= _DIRTY_RATIO * len(channels):
+                if dirty <= dirty_ratio * len(channels):
                     break
                 gevent.sleep(0)

@@ -7,6 +7,7 @@ never blocks anyone else. Responses are written by the connection's own greenlet
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -99,7 +100,7 @@ class ClientV2(Consumer):
         self.pub_counts: dict[str, int] = {}
         self.msg_timeout = opts.msg_timeout / 1e9
         #: seconds; 0 = heartbeats (and read/write deadlines) off. nsqd's default: client timeout / 2.
-        self.heartbeat_interval = 30.0
+        self.heartbeat_interval = opts.client_timeout / 2e9
         self.output_buffer_size = 16 * 1024
         self.output_buffer_timeout = opts.output_buffer_timeout / 1e9
         self.deflate = False
@@ -284,10 +285,8 @@ class ClientV2(Consumer):
             return
         self._closed = True
         self._wake.set()
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
 
     def finish_connection(self) -> None:
@@ -298,10 +297,8 @@ class ClientV2(Consumer):
         if self._writer is not None:
             self._writer.kill(block=False)
         self.nsqd.remove_client(self.id)
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
     @property
     def is_producer(self) -> bool:

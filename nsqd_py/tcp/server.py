@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 
@@ -62,10 +63,8 @@ class TCPServer:
             return
         log.info(f"CLIENT({remote}): desired protocol magic '{magic.decode('latin-1')}'")
         if magic != _MAGIC_V2:
-            try:
+            with contextlib.suppress(OSError):
                 sock.sendall(_BAD_PROTOCOL_FRAME)
-            except OSError:
-                pass
             sock.close()
             log.error(f"client({remote}) bad protocol magic '{magic.decode('latin-1')}'")
             return

@@ -105,7 +105,8 @@ def test_truncated_body_is_fatal_read_error(shared_nsqd: NsqdProcess) -> None:
         (struct.pack(">i", 0), b"E_BAD_BODY MPUB invalid message count 0"),
         (struct.pack(">i", 1048576), b"E_BAD_BODY MPUB invalid message count 1048576"),
         (struct.pack(">ii", 2, 0), b"E_BAD_MESSAGE MPUB invalid message(0) body size 0"),
-        (struct.pack(">ii", 2, 1) + b"a" + struct.pack(">i", -1), b"E_BAD_MESSAGE MPUB invalid message(1) body size -1"),
+        (struct.pack(">ii", 2, 1) + b"a" + struct.pack(">i", -1),
+         b"E_BAD_MESSAGE MPUB invalid message(1) body size -1"),
         (struct.pack(">ii", 1, 1048577), b"E_BAD_MESSAGE MPUB message too big 1048577 > 1048576"),
     ],
 )
