@@ -32,6 +32,7 @@ HEARTBEAT = b"_heartbeat_"
 MSG_HEADER = 26  # timestamp int64 + attempts uint16 + 16-byte id
 _I = struct.Struct(">i")
 _II = struct.Struct(">ii")
+_NAME_RE = re.compile(r"^[.a-zA-Z0-9_-]{1,64}$|^[.a-zA-Z0-9_-]{1,54}#ephemeral$")
 _QH = struct.Struct(">qH")
 _DURATION_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -66,6 +67,13 @@ def parse_deadline(text: str) -> float:
     except ValueError as exc:
         msg = f"invalid deadline {text!r}: want 'YYYY-MM-DD HH:MM:SS' (UTC) or unix seconds"
         raise argparse.ArgumentTypeError(msg) from exc
+
+
+def parse_name(text: str) -> str:
+    """Validate a topic/channel name like nsqd does (otherwise ``a b`` would silently mean ``a``)."""
+    if not _NAME_RE.match(text):
+        raise argparse.ArgumentTypeError(f"invalid topic/channel name {text!r}")
+    return text
 
 
 def parse_addr(text: str) -> tuple[str, int]:
@@ -376,8 +384,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command line flags (names follow the Go tool)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nsqd-tcp-address", type=parse_addr, default=("127.0.0.1", 4150), help="host:port of nsqd")
-    p.add_argument("--topic", default="sub_bench", help="topic to subscribe to")
-    p.add_argument("--channel", default="ch", help="channel to subscribe to (shared by all connections)")
+    p.add_argument("--topic", type=parse_name, default="sub_bench", help="topic to subscribe to")
+    p.add_argument(
+        "--channel", type=parse_name, default="ch", help="channel to subscribe to (shared by all connections)"
+    )
     p.add_argument("--rdy", type=int, default=2500, help="RDY count per connection (nsqd caps it at --max-rdy-count)")
     p.add_argument(
         "--size",

@@ -30,6 +30,7 @@ MAGIC_V2 = b"  V2"
 FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2
 HEARTBEAT = b"_heartbeat_"
 _II = struct.Struct(">ii")
+_NAME_RE = re.compile(r"^[.a-zA-Z0-9_-]{1,64}$|^[.a-zA-Z0-9_-]{1,54}#ephemeral$")
 _DURATION_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -63,6 +64,13 @@ def parse_deadline(text: str) -> float:
     except ValueError as exc:
         msg = f"invalid deadline {text!r}: want 'YYYY-MM-DD HH:MM:SS' (UTC) or unix seconds"
         raise argparse.ArgumentTypeError(msg) from exc
+
+
+def parse_name(text: str) -> str:
+    """Validate a topic/channel name like nsqd does (otherwise ``a b`` would silently mean ``a``)."""
+    if not _NAME_RE.match(text):
+        raise argparse.ArgumentTypeError(f"invalid topic/channel name {text!r}")
+    return text
 
 
 def parse_addr(text: str) -> tuple[str, int]:
@@ -269,7 +277,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command line flags (names follow the Go tool)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nsqd-tcp-address", type=parse_addr, default=("127.0.0.1", 4150), help="host:port of nsqd")
-    p.add_argument("--topic", default="sub_bench", help="topic to publish to")
+    p.add_argument("--topic", type=parse_name, default="sub_bench", help="topic to publish to")
     p.add_argument("--size", type=int, default=200, help="size of each message in bytes")
     p.add_argument("--batch-size", type=int, default=200, help="messages per MPUB")
     p.add_argument("--runfor", type=parse_duration, default=10.0, help="how long to publish (Go duration: 10s, 1m)")

@@ -461,10 +461,12 @@ def print_report(rep: dict[str, Any]) -> None:
     out = sys.stdout.write
     out("\n=== nsqd benchmark ===\n")
     out(f"server  : {cfg['nsqd_cmd']} (pid {rep['server_pid']})\n")
+    la = rep.get("loadavg_before", ())
+    out(f"host    : {os.cpu_count()} CPUs, load average before the run {' '.join(f'{x:.2f}' for x in la)}\n")
     out(
         f"config  : mode={cfg['mode']} writer-procs={cfg['writer_procs']} reader-procs={cfg['reader_procs']}"
         f" size={cfg['size']}B batch={cfg['batch_size']} pipeline={cfg['pipeline']} rdy={cfg['rdy']}"
-        f" runfor={cfg['runfor']:g}s mem-queue-size={cfg['mem_queue_size']} cpus={os.cpu_count()}\n\n"
+        f" runfor={cfg['runfor']:g}s mem-queue-size={cfg['mem_queue_size']}\n\n"
     )
     hdr = (
         f"{'phase':<9}{'msgs':>11}{'secs':>8}{'msgs/s':>11}{'MB/s':>9}  {'latency':<8}{'p50':>11}{'p99':>11}"
@@ -545,6 +547,7 @@ def run(a: argparse.Namespace) -> int:
         "log_path": str(srv.log_path),
         "phases": {},
     }
+    rep["loadavg_before"] = os.getloadavg()
     sampler: Sampler | None = None
     try:
         try:

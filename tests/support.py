@@ -182,3 +182,38 @@ def wait_for(predicate, timeout: float = 10, interval: float = 0.05):
         if time.time() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(interval)
+
+
+def drain(port: int, topic: str, channel: str, idle: float = 1.0, limit: float = 60.0, rdy: int = 200,
+          **identify: object) -> list[Message]:
+    """SUB and FIN everything until nothing arrives for ``idle`` seconds; returns the messages in order."""
+    conn = RawConn(port, timeout=limit)
+    conn.identify(**identify)
+    assert conn.sub(topic, channel) == (FRAME_RESPONSE, b"OK")
+    conn.send(f"RDY {rdy}")
+    got: list[Message] = []
+    deadline = time.time() + limit
+    conn.sock.settimeout(idle)
+    try:
+        while time.time() < deadline:
+            try:
+                ftype, data = conn.frame()
+            except TimeoutError:
+                break
+            if ftype == FRAME_MESSAGE:
+                msg = Message.parse(data)
+                got.append(msg)
+                conn.send(b"FIN " + msg.id)
+    finally:
+        conn.close()
+    return got
+
+
+def copy_fixture(name: str, dest: Path) -> dict:
+    """Copy a Go data-dir fixture (all files but MANIFEST.json) into ``dest``; returns the MANIFEST."""
+    src = REPO.parent / "shared" / "fixtures" / name
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in src.iterdir():
+        if item.name != "MANIFEST.json":
+            (dest / item.name).write_bytes(item.read_bytes())
+    return json.loads((src / "MANIFEST.json").read_text())

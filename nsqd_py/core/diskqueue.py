@@ -175,6 +175,7 @@ class DiskQueue:
         self._count = 0  # puts + acks since the last sync
         self._syncing: Event | None = None  # set while a sync (or empty/close) runs; it owns the descriptors then
         self._timer: gevent.Greenlet | None = None
+        self._background: gevent.Greenlet | None = None  # a sync started by sync_every or an ack
         self._closed = False  # no more puts, reads or syncs
         self._shut = False  # descriptors closed by close/delete (a sync queued behind them must not run)
         self._load()
@@ -328,8 +329,10 @@ class DiskQueue:
         self._unread += 1
         self._changes += 1
         self._count += 1
-        if rolled or self._count >= self._sync_every:
-            self.sync()
+        if rolled or self._sync_every == 1:
+            self.sync()  # the caller's OK must mean "on disk"; Go also returns a sync error at roll
+        elif self._count >= self._sync_every:
+            self._sync_soon()  # like Go, a failure of this periodic sync is only logged
         elif self._timer is None:
             self._arm_timer()
 
@@ -414,8 +417,11 @@ class DiskQueue:
             token = _Token(self._read_seq, rfile, pos)
             self._pending[self._read_seq] = token
             self._read_seq += 1
-            if rfile != self._wfile and self._rpos >= self._rlimit:
-                self._next_read_file()
+            if rfile != self._wfile:
+                if self._rpos >= self._rlimit:
+                    self._next_read_file()
+            elif self._unread and self._rpos >= self._wpos:
+                self._check_tail()
             return data, token
         return None
 
@@ -484,14 +490,17 @@ class DiskQueue:
     def ack(self, token: object) -> None:
         """The record behind ``token`` is done with; unknown, repeated or pre-empty() tokens are ignored."""
         pending = self._pending
-        if pending.pop(token.seq, None) is not token or self._closed:  # type: ignore[attr-defined]
+        seq = getattr(token, "seq", None)
+        if pending.get(seq) is not token or self._closed:
             return
+        del pending[seq]
         self._changes += 1
         self._count += 1
         head_file = next(iter(pending.values())).file_num if pending else self._rfile
         if head_file != self._lowest or self._count >= self._sync_every:
-            # like Go, sync when the read side leaves a file (which also removes the file)
-            self._sync_logged()
+            # like Go, sync when the read side leaves a file (which also removes the file); an ack that is
+            # persisted late only means a duplicate after a crash, so the acking greenlet does not wait
+            self._sync_soon()
         elif self._timer is None:
             self._arm_timer()
 
@@ -514,6 +523,16 @@ class DiskQueue:
         self._timer = None
         if not self._closed and self._synced < self._changes:
             self._sync_logged()
+
+    def _sync_soon(self) -> None:
+        if self._background is None and not self._closed:
+            self._background = gevent.spawn(self._background_sync)
+
+    def _background_sync(self) -> None:
+        try:
+            self._sync_logged()
+        finally:
+            self._background = None
 
     def _sync_logged(self) -> None:
         try:

@@ -52,3 +52,18 @@ class GuidFactory:
             if guid is not None:
                 return b"%016x" % guid
             gevent.sleep(0.001)
+
+    def new_ids(self, count: int) -> list[bytes]:
+        """``count`` consecutive ids (an MPUB's ids are consecutive in nsqd too)."""
+        ids = []
+        while len(ids) < count:
+            first = self._try_new()
+            if first is None:
+                gevent.sleep(0.001)
+                continue
+            # the rest of this time unit's sequence numbers are ours without asking the clock again
+            take = min(count - len(ids), _SEQUENCE_MASK - self._sequence + 1)
+            ids.extend(b"%016x" % guid for guid in range(first, first + take))
+            self._sequence += take - 1
+            self._last_id = first + take - 1
+        return ids

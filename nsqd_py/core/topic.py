@@ -7,8 +7,8 @@ topic's memory queue or disk queue; a pump greenlet drains that backlog when cha
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import gevent
@@ -107,22 +107,46 @@ class Topic:
     def new_message(self, body: bytes, timestamp: int) -> Message:
         return Message(self._guid.new_id(), body, timestamp)
 
-    def put(self, msg: Message) -> None:
-        """Accept one message; ExitingError while closing, BackendError when the disk write fails."""
+    def publish(self, bodies: list[bytes], deferred: float = 0.0) -> None:
+        """Accept published bodies as new messages (consecutive ids, one timestamp).
+
+        ExitingError while closing, BackendError when a disk write fails (like nsqd, the
+        messages before the failing one stay accepted).
+        """
         if self.exiting:
             raise ExitingError()
-        if self._channel_list and not self.paused and self._pump is None and not self._memory \
-                and not self._backend.depth():
-            self._fan_out(msg)
-        else:
-            self._enqueue(msg)
-            self._start_pump()
-        self.message_count += 1
-        self.message_bytes += len(msg.body)
+        timestamp = time.time_ns()
+        msgs = [Message(msg_id, body, timestamp) for msg_id, body in zip(self._guid.new_ids(len(bodies)), bodies,
+                                                                          strict=True)]
+        if deferred:
+            for msg in msgs:
+                msg.deferred = deferred
+        self.put_many(msgs)
 
-    def put_many(self, msgs: Iterable[Message]) -> None:
-        for msg in msgs:
-            self.put(msg)
+    def put(self, msg: Message) -> None:
+        """Accept one message; ExitingError while closing, BackendError when the disk write fails."""
+        self.put_many([msg])
+
+    def put_many(self, msgs: list[Message]) -> None:
+        if self.exiting:
+            raise ExitingError()
+        channels = self._channel_list
+        if channels and not self.paused and self._pump is None and not self._memory and not self._backend.depth():
+            if len(channels) == 1 and not msgs[0].deferred:
+                put = channels[0].put
+                for msg in msgs:
+                    put(msg)
+            else:
+                for msg in msgs:
+                    self._fan_out(msg)
+        else:
+            try:
+                for msg in msgs:
+                    self._enqueue(msg)
+            finally:
+                self._start_pump()
+        self.message_count += len(msgs)
+        self.message_bytes += sum(len(msg.body) for msg in msgs)
 
     def _enqueue(self, msg: Message) -> None:
         if len(self._memory) < self._mem_size:

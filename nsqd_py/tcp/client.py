@@ -178,6 +178,14 @@ class ClientV2(Consumer):
         self._rpos += 4
         return value
 
+    def buffered(self) -> tuple[bytearray, int]:
+        """The read buffer and the parse position, for parsers that walk a large body in place
+        (MPUB); they report how far they got with :meth:`seek`."""
+        return self._rbuf, self._rpos
+
+    def seek(self, pos: int) -> None:
+        self._rpos = pos
+
     def take_buffered(self) -> bytes:
         """Bytes read from the socket but not parsed yet (needed when the transport is upgraded)."""
         rest = bytes(self._rbuf[self._rpos :])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..core.topic import Topic
 
 OK = b"OK"
+_INT32 = struct.Struct(">i")
 _MAX_UINT64 = (1 << 64) - 1
 
 
@@ -365,12 +366,13 @@ class ProtocolV2:
 
     # ---- publishing ---------------------------------------------------------------------------
 
-    def _put(self, topic: Topic, cmd: str, messages: list) -> None:
+    def _publish(self, topic_name: str, cmd: str, bodies: list[bytes], deferred: float = 0.0) -> bytes:
         try:
-            topic.put_many(messages)
+            self.nsqd.get_topic(topic_name).publish(bodies, deferred)
         except (ExitingError, BackendError) as err:
             raise FatalClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
-        self.client.published(topic.name, len(messages))
+        self.client.published(topic_name, len(bodies))
+        return OK
 
     def pub(self, params: list[bytes]) -> bytes:
         if len(params) < 2:
@@ -378,9 +380,7 @@ class ProtocolV2:
         topic_name = self._topic_name("PUB", params[1])
         body = self._read_message_body("PUB")
         self._check_auth("PUB", topic_name, "")
-        topic = self._get_topic("PUB", topic_name)
-        self._put(topic, "PUB", [topic.new_message(body, time.time_ns())])
-        return OK
+        return self._publish(topic_name, "PUB", [body])
 
     def dpub(self, params: list[bytes]) -> bytes:
         if len(params) < 3:
@@ -394,18 +394,14 @@ class ProtocolV2:
             raise FatalClientError("E_INVALID", f"DPUB timeout {timeout_ms} out of range 0-{max_ms}")
         body = self._read_message_body("DPUB")
         self._check_auth("DPUB", topic_name, "")
-        topic = self._get_topic("DPUB", topic_name)
-        msg = topic.new_message(body, time.time_ns())
-        msg.deferred = timeout_ms / 1000
-        self._put(topic, "DPUB", [msg])
-        return OK
+        return self._publish(topic_name, "DPUB", [body], timeout_ms / 1000)
 
     def mpub(self, params: list[bytes]) -> bytes:
         if len(params) < 2:
             raise FatalClientError("E_INVALID", "MPUB insufficient number of parameters")
         topic_name = self._topic_name("MPUB", params[1], code_prefix="E_BAD_TOPIC ")
         self._check_auth("MPUB", topic_name, "")
-        topic = self._get_topic("MPUB", topic_name)
+        self._get_topic("MPUB", topic_name)  # nsqd creates the topic before reading the body
         opts = self.opts
         size = self._read_len("E_BAD_BODY", "MPUB failed to read body size")
         if size <= 0:
@@ -415,23 +411,41 @@ class ProtocolV2:
         count = self._read_len("E_BAD_BODY", "MPUB failed to read message count")
         if count <= 0 or count > (opts.max_body_size - 4) // 5:
             raise FatalClientError("E_BAD_BODY", f"MPUB invalid message count {count}")
+        return self._publish(topic_name, "MPUB", self._read_mpub_bodies(count))
+
+    def _check_mpub_size(self, index: int, size: int) -> None:
+        if size <= 0:
+            raise FatalClientError("E_BAD_MESSAGE", f"MPUB invalid message({index}) body size {size}")
+        if size > self.opts.max_msg_size:
+            raise FatalClientError("E_BAD_MESSAGE", f"MPUB message too big {size} > {self.opts.max_msg_size}")
+
+    def _read_mpub_bodies(self, count: int) -> list[bytes]:
+        """The MPUB messages, read like nsqd from the stream (never reconciled with the outer
+        length). Whatever the read buffer already holds is parsed in place; a message that is
+        not complete yet is read the ordinary way, which pulls in more of the stream."""
         client = self.client
-        max_msg = opts.max_msg_size
-        now = time.time_ns()
-        messages = []
-        for i in range(count):
-            msg_size = self._read_len("E_BAD_MESSAGE", f"MPUB failed to read message({i}) body size")
-            if msg_size <= 0:
-                raise FatalClientError("E_BAD_MESSAGE", f"MPUB invalid message({i}) body size {msg_size}")
-            if msg_size > max_msg:
-                raise FatalClientError("E_BAD_MESSAGE", f"MPUB message too big {msg_size} > {max_msg}")
+        bodies: list[bytes] = []
+        while len(bodies) < count:
+            buf, pos = client.buffered()
+            end = len(buf)
+            view = memoryview(buf)
             try:
-                body = client.read_exactly(msg_size)
-            except (EOFError, ConnectionLost):
-                raise FatalClientError("E_BAD_MESSAGE", "MPUB failed to read message body") from None
-            messages.append(topic.new_message(body, now))
-        self._put(topic, "MPUB", messages)
-        return OK
+                while len(bodies) < count and pos + 4 <= end:
+                    (msg_size,) = _INT32.unpack_from(buf, pos)
+                    self._check_mpub_size(len(bodies), msg_size)
+                    if pos + 4 + msg_size > end:
+                        break
+                    bodies.append(view[pos + 4 : pos + 4 + msg_size].tobytes())
+                    pos += 4 + msg_size
+            finally:
+                view.release()
+            client.seek(pos)
+            if len(bodies) < count:
+                index = len(bodies)
+                msg_size = self._read_len("E_BAD_MESSAGE", f"MPUB failed to read message({index}) body size")
+                self._check_mpub_size(index, msg_size)
+                bodies.append(self._read_body(msg_size, "E_BAD_MESSAGE", "MPUB failed to read message body"))
+        return bodies
 
     def _get_topic(self, cmd: str, name: str) -> Topic:
         try:

@@ -1,0 +1,297 @@
+"""One stats snapshot of the broker (nsqd's `GetStats` + `getMemStats`), shared by /stats, statsd and metrics.
+
+`snapshot()` returns plain dicts and lists already in the exact shape, key order and null-versus-[] quirks of
+nsqd's `/stats?format=json`, so the JSON renderer only serialises it and the text renderer reads the same
+fields. Topics and channels are sorted by name; clients come in subscription order and producers in connection
+order (nsqd's are in Go map order).
+
+Quirks kept on purpose (all seen in real nsqd output):
+* `topic=` naming an unknown topic gives `topics: null` *and* `producers: null`; `channel=` drops topics that
+  lack that channel; an empty broker gives `topics: []`.
+* `include_clients=false` gives each channel `clients: null` (its `client_count` stays) and `producers: null`;
+  a channel without clients has `clients: []`; no producers at all is `producers: null`.
+* A client's `pub_counts` holds at most one entry (nsqd stops after the first map entry), restricted to the
+  `topic=` filter when one is given, and is left out when empty, like `authed`/`auth_identity*` when unset.
+* `memory` is left out entirely when `include_mem=false`.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import resource
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..version import NSQ_VERSION
+
+if TYPE_CHECKING:
+    from .channel import Channel
+    from .nsqd import NSQD
+    from .topic import Topic
+
+Stats = dict[str, Any]
+
+
+class ClientLike(Protocol):
+    """What a stats row reads from a TCP client (the tcp front door's ClientV2)."""
+
+    client_id: str
+    hostname: str
+    remote_address: str
+    state: int
+    ready_count: int
+    in_flight_count: int
+    message_count: int
+    finish_count: int
+    requeue_count: int
+    connect_ts: int
+    sample_rate: int
+    deflate: bool
+    snappy: bool
+    user_agent: str
+    authed: bool
+    auth_identity: str
+    auth_identity_url: str
+    topology_zone: str
+    topology_region: str
+    pub_counts: dict[str, int]
+    tls: bool
+    tls_cipher_suite: str
+    tls_version: str
+    tls_negotiated_protocol: str
+    tls_negotiated_protocol_is_mutual: bool
+
+
+def snapshot(nsqd: NSQD, topic: str = "", channel: str = "", include_clients: bool = True,
+             include_mem: bool = True) -> Stats:
+    """The `/stats?format=json` document: version, health, start_time, topics, [memory], producers."""
+    topics, producers = _topics_and_producers(nsqd, topic, channel, include_clients)
+    stats: Stats = {"version": NSQ_VERSION, "health": nsqd.health(), "start_time": nsqd.start_time,
+                    "topics": topics}
+    if include_mem:
+        stats["memory"] = memory_stats()
+    stats["producers"] = producers
+    return stats
+
+
+def _topics_and_producers(nsqd: NSQD, topic_filter: str, channel_filter: str,
+                          include_clients: bool) -> tuple[list[Stats] | None, list[Stats] | None]:
+    if topic_filter:
+        found = nsqd.topics.get(topic_filter)
+        if found is None:
+            return None, None  # nsqd returns before it even looks at producers
+        topics = [found]
+    else:
+        topics = sorted(nsqd.topics.values(), key=lambda t: t.name)
+    quantiles = nsqd.opts.e2e_processing_latency_percentiles
+    rows = []
+    for t in topics:
+        if channel_filter:
+            picked = t.channels.get(channel_filter)
+            if picked is None:
+                continue
+            channels = [picked]
+        else:
+            channels = sorted(t.channels.values(), key=lambda c: c.name)
+        channel_rows = [channel_stats(c, quantiles, topic_filter, include_clients) for c in channels]
+        rows.append(topic_stats(t, channel_rows, quantiles))
+    producers = None
+    if include_clients:
+        producers = [client_stats(c, topic_filter) for c in nsqd.clients.values() if c.pub_counts] or None
+    return rows, producers
+
+
+def topic_stats(topic: Topic, channel_rows: list[Stats], quantiles: Sequence[float]) -> Stats:
+    return {
+        "topic_name": topic.name,
+        "channels": channel_rows,
+        "depth": topic.depth(),
+        "backend_depth": topic.backend_depth(),
+        "message_count": topic.message_count,
+        "message_bytes": topic.message_bytes,
+        "paused": topic.paused,
+        "e2e_processing_latency": topic_e2e_latency([c["e2e_processing_latency"] for c in channel_rows],
+                                                    quantiles),
+    }
+
+
+def channel_stats(channel: Channel, quantiles: Sequence[float], topic_filter: str = "",
+                  include_clients: bool = True) -> Stats:
+    """One channel row. nsqd (HEAD) also has zone/region/global message counts here, left out when 0;
+    the core does not count them, so they are always left out."""
+    clients = channel.clients
+    return {
+        "channel_name": channel.name,
+        "depth": channel.depth(),
+        "backend_depth": channel.backend_depth(),
+        "in_flight_count": channel.in_flight_count(),
+        "deferred_count": channel.deferred_count(),
+        "message_count": channel.message_count,
+        "requeue_count": channel.requeue_count,
+        "timeout_count": channel.timeout_count,
+        "client_count": len(clients),
+        "clients": [client_stats(c, topic_filter) for c in clients] if include_clients else None,
+        "paused": channel.paused,
+        "e2e_processing_latency": channel_e2e_latency(channel, quantiles),
+    }
+
+
+def client_stats(client: ClientLike, topic_filter: str = "") -> Stats:
+    """One client row, in ClientV2Stats' order, with its omitempty fields left out when empty."""
+    row: Stats = {
+        "client_id": client.client_id,
+        "hostname": client.hostname,
+        "version": "V2",
+        "remote_address": client.remote_address,
+        "state": client.state,
+        "ready_count": client.ready_count,
+        "in_flight_count": client.in_flight_count,
+        "message_count": client.message_count,
+        "finish_count": client.finish_count,
+        "requeue_count": client.requeue_count,
+        "connect_ts": client.connect_ts,
+        "sample_rate": client.sample_rate,
+        "deflate": client.deflate,
+        "snappy": client.snappy,
+        "user_agent": client.user_agent,
+    }
+    if client.authed:
+        row["authed"] = True
+    if client.auth_identity:
+        row["auth_identity"] = client.auth_identity
+    if client.auth_identity_url:
+        row["auth_identity_url"] = client.auth_identity_url
+    row["topology_zone"] = client.topology_zone
+    row["topology_region"] = client.topology_region
+    pub_counts = _first_pub_count(client.pub_counts, topic_filter)
+    if pub_counts:
+        row["pub_counts"] = pub_counts
+    row["tls"] = client.tls
+    row["tls_cipher_suite"] = client.tls_cipher_suite
+    row["tls_version"] = client.tls_version
+    row["tls_negotiated_protocol"] = client.tls_negotiated_protocol
+    row["tls_negotiated_protocol_is_mutual"] = client.tls_negotiated_protocol_is_mutual
+    return row
+
+
+def _first_pub_count(pub_counts: dict[str, int], topic_filter: str) -> list[Stats]:
+    """nsqd's loop `break`s after the first entry it keeps, so there is never more than one."""
+    for topic, count in pub_counts.items():
+        if not topic_filter or topic == topic_filter:
+            return [{"topic": topic, "count": count}]
+    return []
+
+
+# ---- end-to-end processing latency ----------------------------------------------------------------------------
+
+_E2E_OFF: Stats = {"count": 0, "percentiles": None}
+
+
+def channel_e2e_latency(channel: Channel, quantiles: Sequence[float]) -> Stats:
+    """E2E HOOK: nsqd samples `now - publish time` at every FIN into a sliding-window quantile stream
+    (internal/quantile) per channel. That computation is a later issue; until the core keeps samples a
+    channel reports what nsqd shows for a channel with no FIN yet: count 0 and every configured quantile 0.
+    Without configured percentiles nsqd has no stream at all: `{"count":0,"percentiles":null}`."""
+    if not quantiles:
+        return _E2E_OFF
+    return e2e_result(0, [(q, 0.0) for q in quantiles])
+
+
+def topic_e2e_latency(channel_results: Iterable[Stats], quantiles: Sequence[float]) -> Stats:
+    """nsqd merges its channels' streams; a topic without channels (or without percentiles) has none.
+    E2E HOOK: with real samples this must re-query the merged stream instead of summing counts."""
+    results = list(channel_results)
+    if not quantiles or not results:
+        return _E2E_OFF
+    return e2e_result(sum(r["count"] for r in results), [(q, 0.0) for q in quantiles])
+
+
+def e2e_result(count: int, values: Iterable[tuple[float, float]]) -> Stats:
+    """quantile.Result's JSON: each entry is a Go map, so its keys come sorted (`quantile`, `value`)."""
+    return {"count": count,
+            "percentiles": [{"quantile": go_float(q), "value": go_float(v)} for q, v in values]}
+
+
+def go_float(value: float) -> float | int:
+    """Go's JSON writes a whole float64 without a fraction (`1`, `53392450`); orjson would write `1.0`."""
+    if math.isfinite(value) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
+
+
+# ---- memory -------------------------------------------------------------------------------------------------
+
+
+class _GCPauses:
+    """The last 256 collection pauses in ns, like Go's `MemStats.PauseNs` ring (a gc.callbacks hook)."""
+
+    def __init__(self) -> None:
+        self.pauses: deque[int] = deque(maxlen=256)
+        self._started = 0
+
+    def __call__(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter_ns()
+        else:
+            self.pauses.append(time.perf_counter_ns() - self._started)
+
+
+_GC_PAUSES = _GCPauses()
+gc.callbacks.append(_GC_PAUSES)  # from import on, so the first /stats already has a history
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def memory_stats() -> Stats:
+    """nsqd's nine Go runtime numbers, mapped to the nearest thing CPython has:
+
+    * `heap_objects`: `sys.getallocatedblocks()`, the memory blocks the interpreter has allocated
+      (Go: live heap objects).
+    * `heap_in_use_bytes`: the resident set size now (`/proc/self/statm`; peak RSS where /proc is missing).
+    * `heap_idle_bytes` and `heap_released_bytes`: peak RSS minus current RSS, memory the process held once
+      and has given back (Go: idle spans, and the part of them returned to the OS).
+    * `gc_pause_usec_100/99/95`: those percentiles, in µs, of the last 256 collections as timed by a
+      `gc.callbacks` hook, picked the way nsqd's `percentile()` picks them.
+    * `next_gc_bytes`: allocations left before the next generation-0 collection. CPython triggers
+      collections by allocation count, not bytes, so this is a count (Go: heap size goal of the next GC).
+    * `gc_total_runs`: collections of all generations since start (Go: `NumGC`).
+    """
+    rss, peak = _resident_bytes()
+    pauses = sorted(_GC_PAUSES.pauses)
+    threshold = gc.get_threshold()[0]
+    pending = gc.get_count()[0]
+    return {
+        "heap_objects": sys.getallocatedblocks(),
+        "heap_idle_bytes": max(peak - rss, 0),
+        "heap_in_use_bytes": rss,
+        "heap_released_bytes": max(peak - rss, 0),
+        "gc_pause_usec_100": _percentile(100.0, pauses) // 1000,
+        "gc_pause_usec_99": _percentile(99.0, pauses) // 1000,
+        "gc_pause_usec_95": _percentile(95.0, pauses) // 1000,
+        "next_gc_bytes": max(threshold - pending, 0),
+        "gc_total_runs": sum(generation["collections"] for generation in gc.get_stats()),
+    }
+
+
+def _resident_bytes() -> tuple[int, int]:
+    """(current RSS, peak RSS) in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak *= 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            rss = int(f.read().split()[1]) * _PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        rss = peak
+    return rss, max(peak, rss)
+
+
+def _percentile(perc: float, ordered: Sequence[int]) -> int:
+    """nsqd's `percentile()`: index floor(perc% * n + 0.5), capped at the last element; 0 when empty."""
+    if not ordered:
+        return 0
+    index = min(int(math.floor(perc / 100.0 * len(ordered) + 0.5)), len(ordered) - 1)
+    return ordered[index]

@@ -1,0 +1,138 @@
+"""Delivery semantics seen by real clients: fan-out, sharing, CLS, in-flight messages of a vanished consumer."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import ExitStack
+
+from tests.clients.util import (
+    GnsqCollector,
+    IOLoopThread,
+    PynsqReader,
+    gnsq_producer,
+    pause,
+    pub,
+    raw_subscriber,
+    recv_message,
+    settle,
+    wait_until,
+)
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body
+
+
+def test_two_gnsq_consumers_share_a_channel(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                            name: Callable[[str], str]) -> None:
+    """Two consumers of one channel: every message reaches exactly one of them, and both get some."""
+    topic = name("d_share")
+    a = GnsqCollector(shared_nsqd.tcp_address, topic, "work", max_in_flight=3)
+    cleanup.callback(a.close)
+    b = GnsqCollector(shared_nsqd.tcp_address, topic, "work", max_in_flight=3)
+    cleanup.callback(b.close)
+    producer = gnsq_producer(shared_nsqd.tcp_address)
+    cleanup.callback(producer.close)
+    bodies = [f"w{i}".encode() for i in range(300)]
+    for body in bodies:
+        producer.publish(topic, body)
+    wait_until(lambda: len(a.received) + len(b.received) >= 300, timeout=15, what="300 deliveries")
+    assert settle(lambda: len(a.received) + len(b.received), quiet=0.5) == 300
+    assert Counter(a.bodies + b.bodies) == Counter(bodies)
+    assert a.received and b.received, f"a={len(a.received)} b={len(b.received)}"
+
+
+def test_two_channels_each_get_everything(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack,
+                                          name: Callable[[str], str]) -> None:
+    """Two channels of one topic (gnsq on one, pynsq on the other) both receive every message."""
+    topic = name("d_fanout")
+    g = GnsqCollector(shared_nsqd.tcp_address, topic, "one", max_in_flight=50)
+    cleanup.callback(g.close)
+    p = PynsqReader(io, shared_nsqd.tcp_address, topic, "two", max_in_flight=50)
+    cleanup.callback(p.close)
+    producer = gnsq_producer(shared_nsqd.tcp_address)
+    cleanup.callback(producer.close)
+    bodies = [f"f{i}".encode() for i in range(500)]
+    producer.multipublish(topic, bodies[:250])
+    for body in bodies[250:]:
+        producer.publish(topic, body)
+    wait_until(lambda: len(g.received) >= 500 and len(p.received) >= 500, timeout=15, what="500 on both channels")
+    assert Counter(g.bodies) == Counter(bodies)
+    assert Counter(p.bodies) == Counter(bodies)
+    assert {r.id for r in g.received} == {r.id for r in p.received}, "each channel gets a copy with the same id"
+
+
+def test_disconnected_consumers_in_flight_go_to_another_after_timeout(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                                      name: Callable[[str], str]) -> None:
+    """A consumer (msg_timeout 1 s) vanishes holding 5 messages; they reach another consumer only after the
+    timeout (not at once), with attempts 2."""
+    topic = name("d_vanish")
+    producer = gnsq_producer(shared_nsqd.tcp_address)
+    cleanup.callback(producer.close)
+    producer.multipublish(topic, [f"v{i}".encode() for i in range(5)])
+    doomed = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=5, msg_timeout=1000)
+    held = [recv_message(doomed) for _ in range(5)]
+    delivered_at = time.monotonic()
+    doomed.close()
+
+    other = GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=10)
+    cleanup.callback(other.close)
+    wait_until(lambda: len(other.received) >= 5, timeout=10, what="redelivery to the other consumer")
+    first = min(r.at for r in other.received)
+    assert first - delivered_at >= 0.9, f"redelivered {first - delivered_at:.3f}s after delivery (msg_timeout 1 s)"
+    assert sorted((r.id, r.body, r.attempts) for r in other.received) == \
+        sorted((m.id, m.body, 2) for m in held)
+
+
+def test_cls_close_wait_then_no_deliveries_but_fin_accepted(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                            name: Callable[[str], str]) -> None:
+    """CLS → CLOSE_WAIT; afterwards RDY is ignored and nothing is delivered, but FIN of in-flight works and
+    later messages go to the channel's other consumer."""
+    topic = name("d_cls")
+    closing = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2)
+    cleanup.callback(closing.close)
+    publisher = RawConn(shared_nsqd.tcp_port)
+    cleanup.callback(publisher.close)
+    publisher.send(f"MPUB {topic}", mpub_body([b"a", b"b"]))
+    assert publisher.frame() == (FRAME_RESPONSE, b"OK")
+    in_flight = [recv_message(closing), recv_message(closing)]
+
+    closing.send("CLS")
+    assert closing.frame() == (FRAME_RESPONSE, b"CLOSE_WAIT")
+    closing.send("RDY 10")  # ignored while closing
+
+    other = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
+    cleanup.callback(other.close)
+    for body in (b"c", b"d", b"e"):
+        pub(publisher, topic, body)
+    wait_until(lambda: sorted(other.bodies) == [b"c", b"d", b"e"], what="later messages at the other consumer")
+
+    for m in in_flight:
+        closing.send(f"FIN {m.id.decode()}")
+    closing.send("FIN 0000000000000000")  # never delivered: the only frame we expect back is this error
+    assert closing.frame() == (FRAME_ERROR, b"E_FIN_FAILED FIN 0000000000000000 failed ID not in flight")
+    closing.send(f"PUB {topic}", b"f")  # a reply proves every FIN above was processed without error
+    assert closing.frame() == (FRAME_RESPONSE, b"OK")
+    wait_until(lambda: b"f" in other.bodies, what="the message published by the closing connection")
+    pause(1.0)
+    assert not closing.is_closed(wait=0.2), "the server must not close the socket after CLS"
+    assert closing.buf == b"", "no message may reach a connection after CLOSE_WAIT"
+    assert sorted(other.bodies) == [b"c", b"d", b"e", b"f"], "FINished messages must not be redelivered"
+
+
+def test_pynsq_reader_close_stops_deliveries(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack,
+                                             name: Callable[[str], str]) -> None:
+    """After a pynsq Reader closes, messages for its channel wait for the next consumer."""
+    topic = name("d_close")
+    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch")
+    producer = gnsq_producer(shared_nsqd.tcp_address)
+    cleanup.callback(producer.close)
+    producer.publish(topic, b"one")
+    wait_until(lambda: reader.bodies == [b"one"], what="first message")
+    reader.close()
+    wait_until(lambda: not reader.connected(), what="reader to disconnect")
+    producer.publish(topic, b"two")
+    pause(0.3)
+    assert reader.bodies == [b"one"]
+    later = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
+    cleanup.callback(later.close)
+    wait_until(lambda: later.bodies == [b"two"], what="queued message for the next consumer")

@@ -1,0 +1,142 @@
+"""Output buffering and back-pressure over raw sockets: buffered flushes, RDY-driven flushes, slow consumers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+
+import pytest
+
+from tests.clients.util import pub, raw_subscriber, recv_message
+from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, NsqdProcess, RawConn, mpub_body
+
+
+def published_at(port: int, topic: str, body: bytes, cleanup: ExitStack) -> float:
+    """PUB from a fresh connection; the monotonic time the OK came back."""
+    publisher = RawConn(port)
+    cleanup.callback(publisher.close)
+    pub(publisher, topic, body)
+    return time.monotonic()
+
+
+def test_buffered_message_flushed_after_output_buffer_timeout(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                              name: Callable[[str], str]) -> None:
+    """output_buffer_timeout 1000 and RDY 100: the client stays ready after one message, so that message
+    sits in the buffer until the timeout (~1 s), not sent at once."""
+    topic = name("fc_buffered")
+    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=100, output_buffer_timeout=1000)
+    cleanup.callback(sub.close)
+    sent = published_at(shared_nsqd.tcp_port, topic, b"buffered", cleanup)
+    msg = recv_message(sub, timeout=5)
+    elapsed = time.monotonic() - sent
+    assert msg.body == b"buffered"
+    assert 0.6 <= elapsed <= 3.0, f"buffered message arrived after {elapsed:.3f}s, output_buffer_timeout is 1 s"
+
+
+def test_message_flushed_at_once_when_client_stops_being_ready(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                               name: Callable[[str], str]) -> None:
+    """Same 1 s buffer timeout but RDY 1: after one message the client is not ready → immediate flush."""
+    topic = name("fc_rdy1")
+    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1, output_buffer_timeout=1000)
+    cleanup.callback(sub.close)
+    sent = published_at(shared_nsqd.tcp_port, topic, b"now", cleanup)
+    msg = recv_message(sub, timeout=5)
+    elapsed = time.monotonic() - sent
+    assert msg.body == b"now"
+    assert elapsed < 0.5, f"RDY 1 message took {elapsed:.3f}s; the buffer must be flushed when RDY is used up"
+
+
+def test_full_output_buffer_is_flushed_at_once(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                               name: Callable[[str], str]) -> None:
+    """output_buffer_size 64 with a 1 s timeout and RDY 100: a message bigger than the buffer goes out at once."""
+    topic = name("fc_full")
+    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=100, output_buffer_timeout=1000,
+                         output_buffer_size=64)
+    cleanup.callback(sub.close)
+    sent = published_at(shared_nsqd.tcp_port, topic, b"B" * 200, cleanup)
+    msg = recv_message(sub, timeout=5)
+    elapsed = time.monotonic() - sent
+    assert msg.body == b"B" * 200
+    assert elapsed < 0.5, f"a message larger than the output buffer took {elapsed:.3f}s"
+
+
+def test_output_buffer_timeout_disabled_sends_at_once(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                      name: Callable[[str], str]) -> None:
+    """output_buffer_timeout -1 (no timed flush, i.e. unbuffered) with RDY 100: the message is sent at once."""
+    topic = name("fc_nobuf")
+    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=100, output_buffer_timeout=-1)
+    cleanup.callback(sub.close)
+    sent = published_at(shared_nsqd.tcp_port, topic, b"x", cleanup)
+    msg = recv_message(sub, timeout=5)
+    assert msg.body == b"x"
+    assert time.monotonic() - sent < 0.5
+
+
+def test_response_frame_flushes_buffered_messages(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                  name: Callable[[str], str]) -> None:
+    """A buffered message frame goes out together with (before) the next response frame on that connection."""
+    topic = name("fc_resp")
+    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=100, output_buffer_timeout=5000)
+    cleanup.callback(sub.close)
+    published_at(shared_nsqd.tcp_port, topic, b"queued", cleanup)
+    time.sleep(0.3)  # let the message reach the subscriber's buffer
+    sub.send(f"PUB {name('fc_other')}", b"y")  # its OK must flush the buffered message first
+    sub.sock.settimeout(2)
+    first = sub.frame()
+    assert first[0] == FRAME_MESSAGE and Message.parse(first[1]).body == b"queued"
+    assert sub.frame() == (FRAME_RESPONSE, b"OK")
+
+
+@pytest.mark.slow
+def test_slow_consumer_does_not_block_publisher_or_other_channel(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                                 name: Callable[[str], str]) -> None:
+    """A consumer with RDY 2500 that never reads its socket; 20,000 × 1 KB are published without stalling and
+    the consumer of another channel gets every one of them."""
+    topic = name("fc_slow")
+    total, batch = 20_000, 500
+    slow = raw_subscriber(shared_nsqd.tcp_port, topic, "slow", rdy=2500)
+    cleanup.callback(slow.close)
+    fast = raw_subscriber(shared_nsqd.tcp_port, topic, "fast", rdy=2500)
+    cleanup.callback(fast.close)
+    fast.sock.settimeout(20)
+
+    received: list[bytes] = []
+    failure: list[BaseException] = []
+
+    def consume() -> None:
+        pending: list[str] = []
+        try:
+            while len(received) < total:
+                m = fast.message()
+                received.append(m.body[:8])
+                pending.append(f"FIN {m.id.decode()}\n")
+                if len(pending) >= 200:
+                    fast.send_raw("".join(pending).encode())
+                    pending.clear()
+            if pending:
+                fast.send_raw("".join(pending).encode())
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            failure.append(exc)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+
+    publisher = RawConn(shared_nsqd.tcp_port, timeout=15)
+    cleanup.callback(publisher.close)
+    for start in range(0, total, batch):
+        bodies = [f"{i:08d}".encode() + b"k" * 1016 for i in range(start, start + batch)]
+        publisher.send(f"MPUB {topic}", mpub_body(bodies))
+        assert publisher.frame() == (FRAME_RESPONSE, b"OK"), f"MPUB at {start} failed"
+
+    reader.join(60)
+    assert not failure, failure
+    assert not reader.is_alive(), f"fast channel got only {len(received)}/{total}"
+    assert sorted(received) == [f"{i:08d}".encode() for i in range(total)]
+
+    # The slow consumer was never starved of correctness either: what it buffered is intact.
+    slow.sock.settimeout(10)
+    for _ in range(50):
+        m = slow.message()
+        assert len(m.body) == 1024 and m.body.endswith(b"k" * 1016)
