@@ -7,7 +7,7 @@ chunk). End-to-end latency is receive wall-clock time minus the publish timestam
 
 A run ends after ``--runfor``, after ``--idle-timeout`` without data once something arrived, or when all workers
 together received ``--expect`` messages. Human-readable lines go to stderr; ``--json`` prints a JSON summary on
-stdout. Standard library only.
+stdout. Standard library only (Python 3.10+).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the same pre-built ``MPUB`` frame over and over for ``--runfor``, checking the `
 ``--pipeline 1`` (the default, like the Go tool) each worker waits for the ``OK`` before sending the next MPUB.
 
 Human-readable lines go to stderr (like Go's ``log``); ``--json`` prints one JSON summary object on stdout.
-Standard library only, so it runs anywhere Python 3.9+ does.
+Standard library only, so it runs anywhere Python 3.10+ does.
 """
 
 from __future__ import annotations

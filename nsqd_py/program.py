@@ -12,6 +12,7 @@ from .listen import ListenError, listen, port_of
 from .log import Logger
 from .options import Options
 from .tcp.server import TCPServer
+from .tlsconfig import TLSConfigError, build_server_context
 from .version import version_line
 
 #: how long stop() waits for connection greenlets to notice their closed sockets
@@ -33,6 +34,10 @@ class NSQDProgram:
         log.info(version_line())
         log.info(f"ID: {opts.node_id}")
         nsqd.lock_data_path()
+        try:
+            nsqd.tls_context = build_server_context(opts)
+        except TLSConfigError as err:
+            raise StartupError(str(err)) from None
         try:
             tcp = self._listen(opts.tcp_address)
             self.tcp_server = TCPServer(nsqd, tcp)

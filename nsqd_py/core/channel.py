@@ -10,7 +10,6 @@ import heapq
 import itertools
 import random
 import time
-from collections import deque
 from typing import TYPE_CHECKING
 
 import gevent
@@ -19,6 +18,7 @@ from .consumer import Consumer
 from .diskqueue import BackendError
 from .errors import ExitingError, MessageError
 from .message import Message
+from .queue import MessageQueue, Parked, unpark
 
 if TYPE_CHECKING:
     from .nsqd import NSQD
@@ -30,7 +30,6 @@ _YIELD_EVERY = 512
 
 class Channel:
     __slots__ = (
-        "_backend",
         "_clients",
         "_deferred",
         "_deferred_heap",
@@ -39,11 +38,10 @@ class Channel:
         "_in_flight_heap",
         "_max_msg_timeout",
         "_mem_size",
-        "_memory",
         "_nsqd",
+        "_queue",
         "_rr",
         "_seq",
-        "_take_backend_next",
         "ephemeral",
         "exiting",
         "message_count",
@@ -59,10 +57,10 @@ class Channel:
         self.name = name
         self._nsqd = nsqd
         self.ephemeral = name.endswith("#ephemeral")
-        self._memory: deque[Message] = deque()
         self._mem_size = nsqd.opts.mem_queue_size
         self._max_msg_timeout = nsqd.opts.max_msg_timeout / 1e9
-        self._backend = nsqd.new_backend(f"{topic.name}:{name}", self.ephemeral)
+        self._queue = MessageQueue(nsqd.new_backend(f"{topic.name}:{name}", self.ephemeral), self._mem_size,
+                                   nsqd.logger, f"CHANNEL({name})")
         self._clients: list[Consumer] = []
         self._rr = 0
         self._in_flight: dict[bytes, Message] = {}
@@ -71,7 +69,6 @@ class Channel:
         self._deferred_heap: list[tuple[float, int, Message]] = []
         self._seq = itertools.count()
         self._dispatching = False
-        self._take_backend_next = False
         self.paused = False
         self.exiting = False
         self.message_count = 0
@@ -85,10 +82,10 @@ class Channel:
         return list(self._clients)
 
     def depth(self) -> int:
-        return len(self._memory) + self._backend.depth()
+        return len(self._queue)
 
     def backend_depth(self) -> int:
-        return self._backend.depth()
+        return self._queue.backend_depth()
 
     def in_flight_count(self) -> int:
         return len(self._in_flight)
@@ -127,8 +124,7 @@ class Channel:
         publisher was told OK about lives only in memory.
         """
         self.message_count += 1
-        if self._mem_size and not self.paused and not self._memory and not self._dispatching \
-                and not self._backend.depth():
+        if self._mem_size and not self.paused and not self._dispatching and not self._queue:
             client = self._next_ready_client()
             if client is not None:
                 self._deliver(client, msg)
@@ -136,6 +132,26 @@ class Channel:
         self._enqueue(msg)
         if not self._mem_size:
             self.dispatch()
+
+    def put_parked(self, parked: Parked) -> None:
+        """Like put() for a message parked in the topic's queue: when it would only wait here
+        too, it stays parked (no object is built; every channel may share the same tuple)."""
+        if parked[4] or not self._mem_size or (not self.paused and not self._queue and self._has_ready_client()):
+            msg = unpark(parked)
+            if msg.deferred:
+                self.put_deferred(msg, msg.deferred)
+            else:
+                self.put(msg)
+            return
+        self.message_count += 1
+        try:
+            self._queue.push_parked(parked)
+        except BackendError as err:
+            self._nsqd.set_health(err)
+            self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
+
+    def _has_ready_client(self) -> bool:
+        return any(client.is_ready() for client in self._clients)
 
     def put_deferred(self, msg: Message, delay: float) -> None:
         """A DPUB message from the topic: it waits in the deferred queue for ``delay`` seconds.
@@ -150,24 +166,21 @@ class Channel:
         self._start_deferred(msg, delay)
 
     def _enqueue(self, msg: Message) -> None:
-        if len(self._memory) < self._mem_size:
-            self._memory.append(msg)
-            return
         try:
-            self._backend.put(msg.encode())
+            to_disk = self._queue.push(msg)
         except BackendError as err:
             self._nsqd.set_health(err)
             self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
             return
-        self._nsqd.set_health(None)
-        self._release_token(msg)
+        if to_disk:
+            self._nsqd.set_health(None)
 
     def _release_token(self, msg: Message) -> None:
         """The record this copy was read from is no longer needed (FINed, or written anew)."""
         token = msg.token
         if token is not None:
             msg.token = None
-            self._backend.ack(token)
+            self._queue.ack(token)
 
     # ---- dispatch ------------------------------------------------------------------------------
 
@@ -181,28 +194,6 @@ class Channel:
                 return client
         return None
 
-    def _pop(self) -> Message | None:
-        """Next queued message, alternating memory and disk so neither starves."""
-        take_backend = self._take_backend_next or not self._memory
-        self._take_backend_next = not self._take_backend_next
-        if take_backend:
-            while self._backend.depth():
-                record = self._backend.read_one()
-                if record is None:
-                    break
-                data, token = record
-                try:
-                    msg = Message.decode(data)
-                except ValueError as err:
-                    self._nsqd.logger.error(f"CHANNEL({self.name}): failed to decode message - {err}")
-                    self._backend.ack(token)
-                    continue
-                msg.token = token
-                return msg
-        if self._memory:
-            return self._memory.popleft()
-        return None
-
     def dispatch(self) -> None:
         """Hand queued messages to ready consumers until either runs out."""
         if self.paused or self._dispatching or self.exiting:
@@ -214,7 +205,7 @@ class Channel:
                 client = self._next_ready_client()
                 if client is None:
                     return
-                msg = self._pop()
+                msg = self._queue.pop()
                 if msg is None:
                     return
                 self._deliver(client, msg)
@@ -229,6 +220,9 @@ class Channel:
     def _deliver(self, client: Consumer, msg: Message) -> None:
         if client.sample_rate and random.randrange(100) > client.sample_rate:
             self._release_token(msg)  # nsqd drops a sampled-out message for this channel
+            return
+        if msg.id in self._in_flight or msg.id in self._deferred:
+            self._release_token(msg)  # a duplicate (redelivery after a crash): the live copy stands for it
             return
         now = time.monotonic()
         msg.attempts += 1
@@ -338,7 +332,7 @@ class Channel:
 
     def sync_backend(self) -> None:
         if not self.exiting:
-            self._backend.sync()
+            self._queue.backend.sync()
 
     # ---- pause / empty / close ----------------------------------------------------------------
 
@@ -351,14 +345,14 @@ class Channel:
 
     def empty(self) -> None:
         """Drop queued, in-flight and deferred messages (nsqd's /channel/empty)."""
-        self._memory.clear()
+        self._queue.clear_memory()
         for client in self._clients:
             client.in_flight_count = 0
         self._in_flight.clear()
         self._in_flight_heap.clear()
         self._deferred.clear()
         self._deferred_heap.clear()
-        self._backend.empty()
+        self._queue.backend.empty()
 
     def close(self, delete: bool) -> None:
         """Stop for good: ``delete`` drops everything, else every message is flushed to disk."""
@@ -373,31 +367,29 @@ class Channel:
         for client in list(self._clients):
             client.close()
         if delete:
-            self._memory.clear()
+            self._queue.clear_memory()
             self._in_flight.clear()
             self._deferred.clear()
-            self._backend.delete()
+            self._queue.backend.delete()
             return
         self._flush()
-        self._backend.close()
+        self._queue.backend.close()
 
     def _flush(self) -> None:
         log = self._nsqd.logger
-        if self._memory or self._in_flight or self._deferred:
+        memory = self._queue.take_memory()
+        if memory or self._in_flight or self._deferred:
             log.info(
-                f"CHANNEL({self.name}): flushing {len(self._memory)} memory {len(self._in_flight)} in-flight "
+                f"CHANNEL({self.name}): flushing {len(memory)} memory {len(self._in_flight)} in-flight "
                 f"{len(self._deferred)} deferred messages to backend"
             )
-        pending = [*self._memory, *self._in_flight.values(), *self._deferred.values()]
-        self._memory.clear()
+        pending = [*memory, *self._in_flight.values(), *self._deferred.values()]
         self._in_flight.clear()
         self._in_flight_heap.clear()
         self._deferred.clear()
         self._deferred_heap.clear()
         for msg in pending:
             try:
-                self._backend.put(msg.encode())
+                self._queue.write_to_backend(msg)
             except BackendError as err:
                 log.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
-                continue
-            self._release_token(msg)

@@ -12,9 +12,10 @@ Positions are ``(file number, byte offset)``. Three of them matter:
 * the persisted read position, the oldest record handed out and not acked yet (or the read cursor when everything
   handed out is acked). The meta file stores this one, so Go or we redeliver what was in flight.
 
-Only :meth:`DiskQueue.sync` (and the methods that sync) yields to the gevent hub: every other method changes state
-without yielding, so greenlets see consistent positions. All fsyncs, the meta rewrite and file removals run in one
-trip to gevent's thread pool, so the event loop keeps serving while the disk works.
+``read_one``, ``ack`` and ``depth`` never yield to the gevent hub. ``sync``, ``empty``, ``close`` and ``delete`` do,
+and so does ``put`` when it waits for its fsync (sync_every=1, or a file roll); other syncs (sync_every, acks, the
+sync-timeout timer) run in a background greenlet. All fsyncs, the meta rewrite and file removals run in one trip to
+gevent's thread pool, so the event loop keeps serving while the disk works.
 """
 
 from __future__ import annotations
@@ -600,6 +601,8 @@ class DiskQueue:
             # keep the old write files for the next attempt: closing them now would leave them unsynced
             self._old_wfds[:0] = closing
             self._dir_dirty = self._dir_dirty or dir_dirty
+            if self._timer is None:
+                self._arm_timer()  # retry later even if nothing else changes
             if isinstance(err, OSError):
                 raise BackendError(str(err)) from err
             raise

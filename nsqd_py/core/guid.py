@@ -45,16 +45,9 @@ class GuidFactory:
         self._last_id = guid
         return guid
 
-    def new_id(self) -> bytes:
-        """The next id as 16 lowercase hex ASCII bytes."""
-        while True:
-            guid = self._try_new()
-            if guid is not None:
-                return b"%016x" % guid
-            gevent.sleep(0.001)
-
     def new_ids(self, count: int) -> list[bytes]:
-        """``count`` consecutive ids (an MPUB's ids are consecutive in nsqd too)."""
+        """``count`` new ids as 16 lowercase hex ASCII bytes, consecutive where the clock allows
+        (an MPUB's ids are consecutive in nsqd too)."""
         ids = []
         while len(ids) < count:
             first = self._try_new()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 import random
+import ssl
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -56,6 +57,8 @@ class NSQD:
         self.data_path = os.path.abspath(opts.data_path or os.getcwd())
         #: real ports once listening (-1 for a unix socket), for /info and lookupd
         self.tcp_port = 0
+        #: the server TLS context when --tls-cert/--tls-key are set (tls_v1 and HTTPS need it)
+        self.tls_context: ssl.SSLContext | None = None
         self.http_port = 0
         self.https_port = 0
 

@@ -293,5 +293,5 @@ def _percentile(perc: float, ordered: Sequence[int]) -> int:
     """nsqd's `percentile()`: index floor(perc% * n + 0.5), capped at the last element; 0 when empty."""
     if not ordered:
         return 0
-    index = min(int(math.floor(perc / 100.0 * len(ordered) + 0.5)), len(ordered) - 1)
+    index = min(math.floor(perc / 100.0 * len(ordered) + 0.5), len(ordered) - 1)
     return ordered[index]

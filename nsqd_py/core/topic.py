@@ -8,7 +8,6 @@ topic's memory queue or disk queue; a pump greenlet drains that backlog when cha
 from __future__ import annotations
 
 import time
-from collections import deque
 from typing import TYPE_CHECKING
 
 import gevent
@@ -18,6 +17,7 @@ from .diskqueue import BackendError
 from .errors import ExitingError
 from .guid import GuidFactory
 from .message import Message
+from .queue import MessageQueue, Parked, park
 
 if TYPE_CHECKING:
     from .nsqd import NSQD
@@ -27,14 +27,11 @@ _YIELD_EVERY = 256
 
 class Topic:
     __slots__ = (
-        "_backend",
         "_channel_list",
         "_guid",
-        "_mem_size",
-        "_memory",
         "_nsqd",
         "_pump",
-        "_take_backend_next",
+        "_queue",
         "channels",
         "ephemeral",
         "exiting",
@@ -50,12 +47,10 @@ class Topic:
         self.ephemeral = name.endswith("#ephemeral")
         self.channels: dict[str, Channel] = {}
         self._channel_list: list[Channel] = []
-        self._memory: deque[Message] = deque()
-        self._mem_size = nsqd.opts.mem_queue_size
-        self._backend = nsqd.new_backend(name, self.ephemeral, before_sync=self._sync_channels)
+        backend = nsqd.new_backend(name, self.ephemeral, before_sync=self._sync_channels)
+        self._queue = MessageQueue(backend, nsqd.opts.mem_queue_size, nsqd.logger, f"TOPIC({name})")
         self._guid = GuidFactory(nsqd.opts.node_id)
         self._pump: gevent.Greenlet | None = None
-        self._take_backend_next = False
         self.paused = False
         self.exiting = False
         self.message_count = 0
@@ -64,10 +59,10 @@ class Topic:
     # ---- stats ----------------------------------------------------------------------------------
 
     def depth(self) -> int:
-        return len(self._memory) + self._backend.depth()
+        return len(self._queue)
 
     def backend_depth(self) -> int:
-        return self._backend.depth()
+        return self._queue.backend_depth()
 
     # ---- channels -------------------------------------------------------------------------------
 
@@ -104,9 +99,6 @@ class Topic:
 
     # ---- publishing ---------------------------------------------------------------------------
 
-    def new_message(self, body: bytes, timestamp: int) -> Message:
-        return Message(self._guid.new_id(), body, timestamp)
-
     def publish(self, bodies: list[bytes], deferred: float = 0.0) -> None:
         """Accept published bodies as new messages (consecutive ids, one timestamp).
 
@@ -116,48 +108,56 @@ class Topic:
         if self.exiting:
             raise ExitingError()
         timestamp = time.time_ns()
-        msgs = [Message(msg_id, body, timestamp) for msg_id, body in zip(self._guid.new_ids(len(bodies)), bodies,
-                                                                          strict=True)]
-        if deferred:
-            for msg in msgs:
-                msg.deferred = deferred
-        self.put_many(msgs)
+        ids = self._guid.new_ids(len(bodies))
+        if self._can_fan_out():
+            msgs = [Message(msg_id, body, timestamp) for msg_id, body in zip(ids, bodies, strict=True)]
+            if deferred:
+                for msg in msgs:
+                    msg.deferred = deferred
+            self._fan_out_all(msgs)
+        else:
+            self._enqueue_all([(msg_id, body, timestamp, 0, deferred, None)
+                               for msg_id, body in zip(ids, bodies, strict=True)])
+        self.message_count += len(bodies)
+        self.message_bytes += sum(len(body) for body in bodies)
 
     def put(self, msg: Message) -> None:
-        """Accept one message; ExitingError while closing, BackendError when the disk write fails."""
-        self.put_many([msg])
-
-    def put_many(self, msgs: list[Message]) -> None:
+        """Accept one existing message; ExitingError while closing, BackendError when the disk write fails."""
         if self.exiting:
             raise ExitingError()
-        channels = self._channel_list
-        if channels and not self.paused and self._pump is None and not self._memory and not self._backend.depth():
-            if len(channels) == 1 and not msgs[0].deferred:
-                put = channels[0].put
-                for msg in msgs:
-                    put(msg)
-            else:
-                for msg in msgs:
-                    self._fan_out(msg)
+        if self._can_fan_out():
+            self._fan_out_all([msg])
         else:
-            try:
-                for msg in msgs:
-                    self._enqueue(msg)
-            finally:
-                self._start_pump()
-        self.message_count += len(msgs)
-        self.message_bytes += sum(len(msg.body) for msg in msgs)
+            self._enqueue_all([park(msg)])
+        self.message_count += 1
+        self.message_bytes += len(msg.body)
 
-    def _enqueue(self, msg: Message) -> None:
-        if len(self._memory) < self._mem_size:
-            self._memory.append(msg)
-            return
+    def _can_fan_out(self) -> bool:
+        """Straight to the channels: there are some, and nothing queued here must go first."""
+        return bool(self._channel_list) and not self.paused and self._pump is None and not self._queue
+
+    def _fan_out_all(self, msgs: list[Message]) -> None:
+        channels = self._channel_list
+        if len(channels) == 1 and not msgs[0].deferred:
+            put = channels[0].put
+            for msg in msgs:
+                put(msg)
+        else:
+            for msg in msgs:
+                self._fan_out(msg)
+
+    def _enqueue_all(self, parked: list[Parked]) -> None:
         try:
-            self._backend.put(msg.encode())
+            to_disk = False
+            for entry in parked:
+                to_disk = self._queue.push_parked(entry) or to_disk
         except BackendError as err:
             self._nsqd.set_health(err)
             raise
-        self._nsqd.set_health(None)
+        finally:
+            self._start_pump()
+        if to_disk:
+            self._nsqd.set_health(None)
 
     def _fan_out(self, msg: Message) -> None:
         """Every channel gets its own copy (the first one the original), deferred ones wait."""
@@ -173,42 +173,21 @@ class Topic:
     # ---- backlog pump -------------------------------------------------------------------------
 
     def _start_pump(self) -> None:
-        if self._pump is None and self._channel_list and not self.paused and not self.exiting \
-                and (self._memory or self._backend.depth()):
+        if self._pump is None and self._channel_list and not self.paused and not self.exiting and self._queue:
             self._pump = gevent.spawn(self._drain)
-
-    def _pop(self) -> Message | None:
-        take_backend = self._take_backend_next or not self._memory
-        self._take_backend_next = not self._take_backend_next
-        if take_backend:
-            while self._backend.depth():
-                record = self._backend.read_one()
-                if record is None:
-                    break
-                data, token = record
-                try:
-                    msg = Message.decode(data)
-                except ValueError as err:
-                    self._nsqd.logger.error(f"TOPIC({self.name}): failed to decode message - {err}")
-                    self._backend.ack(token)
-                    continue
-                msg.token = token
-                return msg
-        if self._memory:
-            return self._memory.popleft()
-        return None
 
     def _drain(self) -> None:
         moved = 0
         try:
             while self._channel_list and not self.paused and not self.exiting:
-                msg = self._pop()
-                if msg is None:
+                item = self._queue.pop_parked()
+                if item is None:
                     return
-                token, msg.token = msg.token, None
-                self._fan_out(msg)
+                parked, token = item
+                for channel in self._channel_list:
+                    channel.put_parked(parked)
                 if token is not None:
-                    self._backend.ack(token)
+                    self._queue.ack(token)
                 moved += 1
                 if moved % _YIELD_EVERY == 0:
                     gevent.sleep(0)
@@ -231,8 +210,8 @@ class Topic:
 
     def empty(self) -> None:
         """Drop the topic's own queue (channels keep theirs), like nsqd's /topic/empty."""
-        self._memory.clear()
-        self._backend.empty()
+        self._queue.clear_memory()
+        self._queue.backend.empty()
 
     def close(self, delete: bool) -> None:
         """Stop: ``delete`` removes every channel and file, else everything is flushed to disk."""
@@ -248,17 +227,17 @@ class Topic:
                 channel.close(delete=True)
             self.channels.clear()
             self._channel_list = []
-            self._memory.clear()
-            self._backend.delete()
+            self._queue.clear_memory()
+            self._queue.backend.delete()
             return
         for channel in list(self.channels.values()):
             channel.close(delete=False)
-        if self._memory:
-            log.info(f"TOPIC({self.name}): flushing {len(self._memory)} memory messages to backend")
-        while self._memory:
-            msg = self._memory.popleft()
+        memory = self._queue.take_memory()
+        if memory:
+            log.info(f"TOPIC({self.name}): flushing {len(memory)} memory messages to backend")
+        for msg in memory:
             try:
-                self._backend.put(msg.encode())
+                self._queue.write_to_backend(msg)
             except BackendError as err:
                 log.error(f"TOPIC({self.name}): failed to write message to backend - {err}")
-        self._backend.close()
+        self._queue.backend.close()

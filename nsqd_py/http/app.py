@@ -1,26 +1,50 @@
-"""The Falcon app of nsqd's HTTP API (a minimal start: /ping; the full API is issue 4)."""
+"""The Falcon app of nsqd's HTTP API: its routes, on a router with nsqd's (httprouter's) rules.
+
+`/debug/*` (Go's pprof and runtime knobs) is not served: it answers like any unknown path.
+"""
 
 from __future__ import annotations
 
 import falcon
 
 from ..core.nsqd import NSQD
+from ..options import TLS_REQUIRED
+from .config import Config
+from .pub import MPub, Pub
+from .responses import JSON_TYPE, NSQ_CONTENT_TYPE, status_line
+from .routing import Router
+from .status import Info, Ping, Stats
+from .topics import Channels, Topics
+
+_ACTIONS = ("create", "delete", "empty", "pause", "unpause")
 
 
-class Ping:
+class _TLSRequired:
+    """`--tls-required=true` on the plain-HTTP server: every request gets nsqd's 403 (unlogged)."""
+
     def __init__(self, nsqd: NSQD) -> None:
         self.nsqd = nsqd
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.content_type = "text/plain; charset=utf-8"
-        if self.nsqd.is_healthy():
-            resp.text = "OK"
-        else:
-            resp.status = falcon.HTTP_500
-            resp.text = self.nsqd.health()
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.status = status_line(403)
+        resp.set_header(*NSQ_CONTENT_TYPE)
+        resp.content_type = JSON_TYPE
+        resp.data = f'{{"message": "TLS_REQUIRED", "https_port": {self.nsqd.https_port}}}'.encode()
+        resp.complete = True
 
 
-def create_app(nsqd: NSQD) -> falcon.App:
-    app = falcon.App()
-    app.add_route("/ping", Ping(nsqd))
+def create_app(nsqd: NSQD, tls_enabled: bool = False) -> falcon.App:
+    """``tls_enabled``: this app serves the HTTPS listener (so TLS-required does not turn it away)."""
+    middleware = [] if tls_enabled or nsqd.opts.tls_required != TLS_REQUIRED else [_TLSRequired(nsqd)]
+    app = falcon.App(media_type=None, router=Router(nsqd.logger), middleware=middleware)
+    app.add_route("/ping", Ping(nsqd), plain=True)
+    app.add_route("/info", Info(nsqd))
+    app.add_route("/stats", Stats(nsqd))
+    app.add_route("/pub", Pub(nsqd), log=False)
+    app.add_route("/mpub", MPub(nsqd), log=False)
+    topics, channels = Topics(nsqd), Channels(nsqd)
+    for action in _ACTIONS:
+        app.add_route(f"/topic/{action}", topics, suffix=action)
+        app.add_route(f"/channel/{action}", channels, suffix=action)
+    app.add_route("/config/{opt}", Config(nsqd))
     return app

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -18,7 +19,9 @@ import gevent
 from gevent.event import Event
 from gevent.lock import Semaphore
 
-from ..core.consumer import STATE_CLOSING, STATE_INIT, Consumer
+from ..core.consumer import STATE_CLOSING, Consumer
+from ..tlsconfig import cipher_suite_name, version_name
+from .compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
 
 if TYPE_CHECKING:
     from ..core.channel import Channel
@@ -76,6 +79,7 @@ class ClientV2(Consumer):
         "sock",
         "tls",
         "tls_cipher_suite",
+        "tls_common_name",
         "tls_negotiated_protocol",
         "tls_negotiated_protocol_is_mutual",
         "tls_version",
@@ -109,6 +113,7 @@ class ClientV2(Consumer):
         self.tls = False
         self.tls_version = ""
         self.tls_cipher_suite = ""
+        self.tls_common_name = ""
         self.tls_negotiated_protocol = ""
         self.tls_negotiated_protocol_is_mutual = False
         self.authed = False
@@ -234,10 +239,14 @@ class ClientV2(Consumer):
 
     def _writer_loop(self) -> None:
         """Flush message frames when due and send heartbeats, until the connection closes."""
-        next_heartbeat = time.monotonic() + self.heartbeat_interval
+        interval = self.heartbeat_interval
+        next_heartbeat = time.monotonic() + interval
         try:
             while not self._closed:
                 now = time.monotonic()
+                if interval != self.heartbeat_interval:  # IDENTIFY changed it: restart the ticker
+                    interval = self.heartbeat_interval
+                    next_heartbeat = now + interval
                 if self._flush_now:
                     self.flush()
                     continue
@@ -264,6 +273,71 @@ class ClientV2(Consumer):
     def reset_heartbeat(self) -> None:
         """Wake the writer so a changed heartbeat interval takes effect."""
         self._wake.set()
+
+    # ---- transport upgrades (IDENTIFY) ---------------------------------------------------------
+
+    def upgrade_tls(self, context: ssl.SSLContext) -> None:
+        """Server-side TLS handshake on the raw socket (5 s deadline, like nsqd)."""
+        with self._write_lock:
+            tls_sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
+            tls_sock.settimeout(5)
+            try:
+                tls_sock.do_handshake()
+            except (OSError, ValueError) as err:
+                raise ConnectionLost(str(err)) from None
+            self.sock = tls_sock
+            self._recv = tls_sock.recv
+            self._send = tls_sock.sendall
+            self.tls = True
+            self.tls_version = version_name(tls_sock)
+            self.tls_cipher_suite = cipher_suite_name(tls_sock)
+            self.tls_negotiated_protocol = tls_sock.selected_alpn_protocol() or ""
+            self.tls_negotiated_protocol_is_mutual = bool(self.tls_negotiated_protocol)
+            cert = tls_sock.getpeercert()
+            self.tls_common_name = _common_name(cert) if cert else ""
+
+    def upgrade_snappy(self) -> None:
+        decoder = SnappyDecoder()
+        raw_send = self._send
+        with self._write_lock:
+            self._recv = self._decoding_recv(decoder.decode, lambda: False)
+            self._send = lambda data: raw_send(snappy_encode(data))
+            self.snappy = True
+
+    def upgrade_deflate(self, level: int) -> None:
+        decoder = DeflateDecoder()
+        encoder = DeflateEncoder(level)
+        raw_send = self._send
+        with self._write_lock:
+            self._recv = self._decoding_recv(decoder.decode, lambda: decoder.has_pending)
+            self._send = lambda data: raw_send(encoder.encode(data))
+            self.deflate = True
+            self.deflate_level = level
+
+    def _decoding_recv(self, decode: Callable[[bytes], bytes], pending: Callable[[], bool]) -> Callable[[int], bytes]:
+        """A recv that returns decompressed bytes: b"" only at the end of the stream. Bytes the
+        client pipelined before the upgrade went through are decoded first."""
+        raw_recv = self._recv
+        early = [self.take_buffered()]
+
+        def recv(size: int) -> bytes:
+            while True:
+                if early:
+                    data = early.pop()
+                elif pending():
+                    data = b""
+                else:
+                    data = raw_recv(size)
+                    if not data:
+                        return b""
+                try:
+                    out = decode(data)
+                except CodecError as err:
+                    raise ConnectionLost(str(err)) from None
+                if out:
+                    return out
+
+        return recv
 
     # ---- state changes -------------------------------------------------------------------------
 
@@ -312,6 +386,10 @@ class ClientV2(Consumer):
     def is_producer(self) -> bool:
         return bool(self.pub_counts)
 
-    @property
-    def is_initial(self) -> bool:
-        return self.state == STATE_INIT
+
+def _common_name(cert: dict) -> str:
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return value
+    return ""

@@ -180,16 +180,17 @@ class ProtocolV2:
         snappy = opts.snappy and data.snappy
         if deflate and snappy:
             raise FatalClientError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
+        tls = self.nsqd.tls_context is not None and data.tls_v1
         reply = {
             "max_rdy_count": opts.max_rdy_count,
             "version": NSQ_VERSION,
             "max_msg_timeout": opts.max_msg_timeout // 1_000_000,
             "msg_timeout": round(client.msg_timeout * 1000),
-            "tls_v1": False,
-            "deflate": False,
+            "tls_v1": tls,
+            "deflate": deflate,
             "deflate_level": deflate_level,
             "max_deflate_level": opts.max_deflate_level,
-            "snappy": False,
+            "snappy": snappy,
             "sample_rate": client.sample_rate,
             "auth_required": False,
             "output_buffer_size": client.output_buffer_size,
@@ -198,6 +199,21 @@ class ProtocolV2:
             "topology_zone": client.topology_zone,
         }
         client.send_response(orjson.dumps(reply))
+        try:
+            if tls:
+                self.log.info(f"PROTOCOL(V2): [{client}] upgrading connection to TLS")
+                client.upgrade_tls(self.nsqd.tls_context)  # type: ignore[arg-type]
+                client.send_response(OK)
+            if snappy:
+                self.log.info(f"PROTOCOL(V2): [{client}] upgrading connection to snappy")
+                client.upgrade_snappy()
+                client.send_response(OK)
+            if deflate:
+                self.log.info(f"PROTOCOL(V2): [{client}] upgrading connection to deflate (level {deflate_level})")
+                client.upgrade_deflate(deflate_level)
+                client.send_response(OK)
+        except ConnectionLost as err:
+            raise FatalClientError("E_IDENTIFY_FAILED", f"IDENTIFY failed {err}") from None
         return None
 
     def _apply_identify(self, data: IdentifyData) -> None:

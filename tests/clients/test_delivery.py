@@ -136,3 +136,28 @@ def test_pynsq_reader_close_stops_deliveries(shared_nsqd: NsqdProcess, io: IOLoo
     later = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
     cleanup.callback(later.close)
     wait_until(lambda: later.bodies == [b"two"], what="queued message for the next consumer")
+
+
+def test_ephemeral_channel_forgets_messages_when_last_consumer_leaves(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                                      name: Callable[[str], str]) -> None:
+    """An #ephemeral channel is deleted with its last consumer: a new consumer of that name sees only new messages,
+    while a normal channel of the same topic keeps everything."""
+    topic = name("d_eph")
+    keep = GnsqCollector(shared_nsqd.tcp_address, topic, "keep")
+    cleanup.callback(keep.close)
+    eph = GnsqCollector(shared_nsqd.tcp_address, topic, "tmp#ephemeral")
+    producer = gnsq_producer(shared_nsqd.tcp_address)
+    cleanup.callback(producer.close)
+    producer.publish(topic, b"m1")
+    wait_until(lambda: eph.bodies == [b"m1"] and keep.bodies == [b"m1"], what="m1 on both channels")
+    eph.close()
+    pause(0.3)
+    producer.publish(topic, b"m2")
+    wait_until(lambda: keep.bodies == [b"m1", b"m2"], what="m2 on the durable channel")
+    again = GnsqCollector(shared_nsqd.tcp_address, topic, "tmp#ephemeral")
+    cleanup.callback(again.close)
+    producer.publish(topic, b"m3")
+    wait_until(lambda: b"m3" in again.bodies, what="m3 on the new ephemeral channel")
+    pause(0.3)
+    assert again.bodies == [b"m3"], "the re-created ephemeral channel must not hold messages from before"
+    assert sorted(keep.bodies) == [b"m1", b"m2", b"m3"]

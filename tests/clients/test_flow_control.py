@@ -92,7 +92,7 @@ def test_response_frame_flushes_buffered_messages(shared_nsqd: NsqdProcess, clea
 @pytest.mark.slow
 def test_slow_consumer_does_not_block_publisher_or_other_channel(shared_nsqd: NsqdProcess, cleanup: ExitStack,
                                                                  name: Callable[[str], str]) -> None:
-    """A consumer with RDY 2500 that never reads its socket; 20,000 × 1 KB are published without stalling and
+    """A consumer with RDY 2500 that never reads its socket; 20,000 x 1 KB are published without stalling and
     the consumer of another channel gets every one of them."""
     topic = name("fc_slow")
     total, batch = 20_000, 500
@@ -117,7 +117,7 @@ def test_slow_consumer_does_not_block_publisher_or_other_channel(shared_nsqd: Ns
                     pending.clear()
             if pending:
                 fast.send_raw("".join(pending).encode())
-        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+        except BaseException as exc:
             failure.append(exc)
 
     reader = threading.Thread(target=consume, daemon=True)

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +20,7 @@ import gnsq
 import nsq
 from tornado.ioloop import IOLoop
 
-from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, RawConn
+from tests.support import FRAME_RESPONSE, Message, NsqdProcess, RawConn, mpub_body
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.02, what: str = "") -> Any:
@@ -81,7 +79,7 @@ class IOLoopThread:
         def run() -> None:
             try:
                 fut.set_result(fn())
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            except BaseException as exc:
                 fut.set_exception(exc)
 
         assert self.loop is not None
@@ -256,13 +254,26 @@ def gnsq_connection(port: int, **kwargs: Any) -> gnsq.NsqdTCPClient:
     return conn
 
 
-def raw_publisher(port: int) -> RawConn:
-    return RawConn(port)
+NsqdFactory = Callable[..., NsqdProcess]
 
 
 def pub(conn: RawConn, topic: str, body: bytes) -> None:
+    """PUB on ``conn`` and expect OK (use a connection that cannot receive messages at the same time)."""
     conn.send(f"PUB {topic}", body)
     assert conn.frame() == (FRAME_RESPONSE, b"OK")
+
+
+def publish(port: int, topic: str, *bodies: bytes) -> None:
+    """PUB (one body) or MPUB (several) from a short-lived connection."""
+    conn = RawConn(port)
+    try:
+        if len(bodies) == 1:
+            conn.send(f"PUB {topic}", bodies[0])
+        else:
+            conn.send(f"MPUB {topic}", mpub_body(list(bodies)))
+        assert conn.frame() == (FRAME_RESPONSE, b"OK")
+    finally:
+        conn.close()
 
 
 def raw_subscriber(port: int, topic: str, channel: str, rdy: int | None = None, **identify: Any) -> RawConn:
@@ -284,7 +295,7 @@ def recv_message(conn: RawConn, timeout: float = 5) -> Message:
 class UnixConn(RawConn):
     """:class:`RawConn` over a unix domain socket."""
 
-    def __init__(self, path: str, timeout: float = 5) -> None:  # noqa: D107 - same as RawConn
+    def __init__(self, path: str, timeout: float = 5) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         self.sock.connect(path)
@@ -292,12 +303,3 @@ class UnixConn(RawConn):
         self.buf = b""
 
 
-def frame_bytes(ftype: int, data: bytes) -> bytes:
-    return struct.pack(">ii", len(data) + 4, ftype) + data
-
-
-def identify_body(**fields: Any) -> bytes:
-    return json.dumps({"feature_negotiation": True, **fields}).encode()
-
-
-__all__ = ["FRAME_MESSAGE", "FRAME_RESPONSE"]

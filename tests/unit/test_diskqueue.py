@@ -599,3 +599,20 @@ def test_fsync_does_not_block_the_event_loop(tmp_path: Path, monkeypatch: pytest
     assert ticks[0] >= 5
     assert threading.get_ident() not in threads
     q.close()
+
+
+def test_failed_sync_raises_and_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = CapturingLogger()
+    q = make_queue(tmp_path, sync_every=1, sync_timeout_ns=50_000_000, logger=log)
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(dq_module.os, "fsync", broken)
+    with pytest.raises(BackendError, match="Input/output error"):
+        q.put(rec(0))
+    monkeypatch.undo()
+    gevent.sleep(0.3)  # the sync-timeout timer retries without another put
+    assert meta(tmp_path) == "1\n0,0\n0,44\n"
+    assert "ERROR" not in log.text
+    q.close()

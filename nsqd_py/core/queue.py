@@ -1,0 +1,129 @@
+"""MessageQueue: a memory queue bounded by --mem-queue-size that overflows into a disk queue.
+
+Queued messages are parked as plain tuples rather than Message objects: CPython's cyclic GC
+untracks tuples of atomic values, so a backlog of millions of messages adds nothing to a full
+collection (Message objects made every gen-2 pass walk the whole backlog: 300 ms+ stalls).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+
+from ..log import Logger
+from .diskqueue import DiskQueue, DummyBackend
+from .message import MIN_VALID_MSG_LENGTH, Message
+
+#: (id, body, timestamp, attempts, deferred, token)
+Parked = tuple[bytes, bytes, int, int, float, object]
+_HEADER = struct.Struct(">qH")
+
+
+def park(msg: Message) -> Parked:
+    return (msg.id, msg.body, msg.timestamp, msg.attempts, msg.deferred, msg.token)
+
+
+def unpark(parked: Parked) -> Message:
+    msg = Message(parked[0], parked[1], parked[2], parked[3])
+    msg.deferred = parked[4]
+    msg.token = parked[5]
+    return msg
+
+
+class MessageQueue:
+    """Memory first, disk when memory is full; pops alternate between the two so neither starves.
+
+    A message read from disk carries the record's ack token; when such a message is written to
+    disk again (requeue, flush) the old record is acked, since the new one now holds it.
+    """
+
+    __slots__ = ("_backend", "_log_name", "_logger", "_mem_size", "_memory", "_take_backend_next")
+
+    def __init__(self, backend: DiskQueue | DummyBackend, mem_size: int, logger: Logger, log_name: str) -> None:
+        self._backend = backend
+        self._mem_size = mem_size
+        self._memory: deque[Parked] = deque()
+        self._logger = logger
+        self._log_name = log_name
+        self._take_backend_next = False
+
+    @property
+    def backend(self) -> DiskQueue | DummyBackend:
+        return self._backend
+
+    def __len__(self) -> int:
+        return len(self._memory) + self._backend.depth()
+
+    def __bool__(self) -> bool:
+        return bool(self._memory) or self._backend.depth() > 0
+
+    def memory_count(self) -> int:
+        return len(self._memory)
+
+    def backend_depth(self) -> int:
+        return self._backend.depth()
+
+    def push(self, msg: Message) -> bool:
+        """Queue a message; True when it went to disk. BackendError when that write failed."""
+        if len(self._memory) < self._mem_size:
+            self._memory.append(park(msg))
+            return False
+        self.write_to_backend(msg)
+        return True
+
+    def push_parked(self, parked: Parked) -> bool:
+        if len(self._memory) < self._mem_size:
+            self._memory.append(parked)
+            return False
+        self.write_to_backend(unpark(parked))
+        return True
+
+    def write_to_backend(self, msg: Message) -> None:
+        self._backend.put(msg.encode())
+        token = msg.token
+        if token is not None:
+            msg.token = None
+            self._backend.ack(token)
+
+    def pop(self) -> Message | None:
+        """The next message (a disk one carries its record's ack token)."""
+        item = self.pop_parked()
+        if item is None:
+            return None
+        msg = unpark(item[0])
+        if item[1] is not None:
+            msg.token = item[1]
+        return msg
+
+    def pop_parked(self) -> tuple[Parked, object] | None:
+        """The next message still parked, and the ack token of its disk record (None from memory)."""
+        take_backend = self._take_backend_next or not self._memory
+        self._take_backend_next = not self._take_backend_next
+        if take_backend:
+            backend = self._backend
+            while backend.depth():
+                record = backend.read_one()
+                if record is None:
+                    break
+                data, token = record
+                if len(data) < MIN_VALID_MSG_LENGTH:
+                    self._logger.error(f"{self._log_name}: failed to decode message - invalid size {len(data)}")
+                    backend.ack(token)
+                    continue
+                timestamp, attempts = _HEADER.unpack_from(data)
+                return (data[10:26], data[26:], timestamp, attempts, 0.0, None), token
+        if self._memory:
+            return self._memory.popleft(), None
+        return None
+
+    def ack(self, token: object) -> None:
+        self._backend.ack(token)
+
+    def clear_memory(self) -> None:
+        self._memory.clear()
+
+    def take_memory(self) -> list[Message]:
+        """Everything in memory, emptied out (for the shutdown flush)."""
+        parked = list(self._memory)
+        self._memory.clear()
+        return [unpark(p) for p in parked]

@@ -1,0 +1,62 @@
+"""GET /config/{opt} for every option nsqd has a flag for; PUT for `nsqlookupd_tcp_addresses` and `log_level`.
+
+Values are nsqd's internal ones: durations in ns, `log_level` as its number, `tls_min_version` as the TLS
+code. A PUT answers with the new value, like a GET after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+import orjson
+
+from ..core.nsqd import NSQD
+from ..log import LEVELS_BY_NAME
+from .pub import read_body
+from .responses import APIError
+
+#: lg.ParseLogLevel: these names in any case, nothing else (no "warning", no surrounding space).
+_LOG_LEVELS = {name: LEVELS_BY_NAME[name] for name in ("debug", "info", "warn", "error", "fatal")}
+
+
+class Config:
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, opt: str) -> Any:
+        try:
+            return self.nsqd.opts.to_config_value(opt)
+        except KeyError:
+            raise APIError(400, "INVALID_OPTION") from None
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, opt: str) -> Any:
+        """The body is read (and judged) before the option name, as nsqd does."""
+        limit = self.nsqd.opts.max_msg_size
+        body = read_body(req, limit)
+        if not body or len(body) > limit:
+            raise APIError(413, "INVALID_VALUE")
+        if opt == "nsqlookupd_tcp_addresses":
+            self.nsqd.opts.nsqlookupd_tcp_addresses = _string_list(body)
+        elif opt == "log_level":
+            level = _LOG_LEVELS.get(body.decode("utf-8", "replace").lower())
+            if level is None:
+                raise APIError(400, "INVALID_VALUE")
+            self.nsqd.opts.log_level = level
+            self.nsqd.logger.level = level
+        else:
+            raise APIError(400, "INVALID_OPTION")
+        return self.on_get(req, resp, opt)
+
+
+def _string_list(body: bytes) -> list[str]:
+    """A JSON array of strings. Go decodes `null` to a nil slice; we keep an empty list for the lookupd code."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise APIError(400, "INVALID_VALUE") from None
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise APIError(400, "INVALID_VALUE")
+    return value

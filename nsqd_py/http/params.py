@@ -1,0 +1,59 @@
+"""Query strings read the way nsqd reads them (Go's `url.ParseQuery`), and nsqd's boolean parameters."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote_to_bytes
+
+import falcon
+
+from .responses import APIError
+
+#: nsqd's `boolParams`; anything else (or nothing) means the parameter's default.
+BOOL_PARAMS = {"true": True, "1": True, "false": False, "0": False}
+
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+Query = dict[str, list[str]]
+
+
+def parse_query(raw: str) -> Query:
+    """Go's `url.ParseQuery`: `&`-separated pairs, `+` is a space, `%XX` escapes; ValueError where Go errs
+    (a `;` in a pair, a malformed `%`). WSGI hands the wire bytes over as latin-1 text; decoded values are
+    UTF-8 with invalid bytes kept as surrogates, so they never pass a name check (as in nsqd)."""
+    values: Query = {}
+    for pair in raw.split("&"):
+        if ";" in pair:
+            raise ValueError("invalid semicolon separator in query")
+        if not pair:
+            continue
+        key, _, value = pair.partition("=")
+        values.setdefault(_unescape(key), []).append(_unescape(value))
+    return values
+
+
+def _unescape(text: str) -> str:
+    bad = _BAD_ESCAPE.search(text)
+    if bad:
+        escape = text[bad.start():bad.start() + 3].replace("\\", "\\\\").replace('"', '\\"')
+        raise ValueError(f'invalid URL escape "{escape}"')
+    raw = unquote_to_bytes(text.replace("+", " ").encode("latin-1"))
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def request_query(req: falcon.Request) -> Query:
+    """The request's query, or 400 INVALID_REQUEST (logged like nsqd) when Go could not parse it."""
+    try:
+        return parse_query(req.query_string)
+    except ValueError as err:
+        raise APIError(400, "INVALID_REQUEST", log=f"failed to parse request params - {err}") from None
+
+
+def first(query: Query, key: str) -> str | None:
+    """The first value of ``key`` (nsqd's `reqParams.Get`), None when the key is absent."""
+    found = query.get(key)
+    return found[0] if found else None
+
+
+def bool_param(query: Query, key: str, default: bool = True) -> bool:
+    return BOOL_PARAMS.get(first(query, key) or "", default)

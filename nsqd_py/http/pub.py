@@ -1,0 +1,167 @@
+"""POST /pub and POST /mpub, with nsqd's checks in nsqd's order.
+
+Bodies are read through a cap of limit + 1 bytes, so "too big" is detected the same way whether the size was
+announced (Content-Length), not announced, or chunked; nothing past the cap is read into memory.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import falcon
+
+from ..core.diskqueue import BackendError
+from ..core.errors import ExitingError
+from ..core.names import is_valid_name
+from ..core.nsqd import NSQD
+from ..core.topic import Topic
+from ..durations import MILLISECOND
+from .params import BOOL_PARAMS, Query, first, request_query
+from .responses import APIError
+
+_INT32 = struct.Struct(">i")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def read_body(req: falcon.Request, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes of the body (the server's wsgi.input ends where the body ends)."""
+    try:
+        return req.stream.read(limit + 1)
+    except (OSError, ValueError):  # the client hung up mid-body or sent broken chunking
+        raise APIError(500, "INTERNAL_ERROR") from None
+
+
+def topic_from_query(nsqd: NSQD, req: falcon.Request) -> tuple[Query, Topic]:
+    """nsqd's `getTopicFromQuery`: the topic named by `topic=`, created if new."""
+    query = request_query(req)
+    name = first(query, "topic")
+    if name is None:
+        raise APIError(400, "MISSING_ARG_TOPIC")
+    if not is_valid_name(name):
+        raise APIError(400, "INVALID_TOPIC")
+    try:
+        return query, nsqd.get_topic(name)
+    except ExitingError:
+        raise APIError(503, "EXITING") from None
+
+
+def _publish(topic: Topic, bodies: list[bytes], deferred: float = 0.0) -> None:
+    """An empty text /mpub publishes nothing (and answers OK, as nsqd does)."""
+    try:
+        if bodies:
+            topic.publish(bodies, deferred)
+        elif topic.exiting:
+            raise ExitingError()
+    except (ExitingError, BackendError):
+        raise APIError(503, "EXITING") from None
+
+
+class Pub:
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> str:
+        max_size = self.nsqd.opts.max_msg_size
+        if (req.content_length or 0) > max_size:
+            raise APIError(413, "MSG_TOO_BIG")
+        body = read_body(req, max_size)
+        if len(body) > max_size:
+            raise APIError(413, "MSG_TOO_BIG")
+        if not body:
+            raise APIError(400, "MSG_EMPTY")
+        query, topic = topic_from_query(self.nsqd, req)
+        defer = first(query, "defer")
+        _publish(topic, [body], self._defer_seconds(defer) if defer is not None else 0.0)
+        return "OK"
+
+    def _defer_seconds(self, text: str) -> float:
+        """`defer` in ms: a Go int64 (`strconv.ParseInt`), multiplied into a Duration with int64 wrap-around,
+        then 0 <= d <= --max-req-timeout."""
+        digits = text[1:] if text[:1] in "+-" else text
+        if not digits or not (digits.isascii() and digits.isdigit()):
+            raise APIError(400, "INVALID_DEFER")
+        ms = int(text)
+        if not _INT64_MIN <= ms <= _INT64_MAX:
+            raise APIError(400, "INVALID_DEFER")
+        deferred = (ms * MILLISECOND - _INT64_MIN) % (1 << 64) + _INT64_MIN
+        if deferred < 0 or deferred > self.nsqd.opts.max_req_timeout:
+            raise APIError(400, "INVALID_DEFER")
+        return deferred / 1e9
+
+
+class MPub:
+    """Newline-separated messages, or with `binary=true|1` (or any value but false/0) nsqd's binary MPUB body."""
+
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> str:
+        opts = self.nsqd.opts
+        if (req.content_length or 0) > opts.max_body_size:
+            raise APIError(413, "BODY_TOO_BIG")
+        query, topic = topic_from_query(self.nsqd, req)
+        body = read_body(req, opts.max_body_size)
+        if self._binary(query):
+            if len(body) > opts.max_body_size:
+                raise APIError(413, "BODY_TOO_BIG")
+            bodies = parse_binary_mpub(body, opts.max_msg_size, opts.max_body_size)
+        else:
+            bodies = split_text_mpub(body, opts.max_msg_size, opts.max_body_size)
+        if bodies:
+            _publish(topic, bodies)
+        return "OK"
+
+    def _binary(self, query: Query) -> bool:
+        value = first(query, "binary")
+        if value is None:
+            return False
+        if value not in BOOL_PARAMS:
+            self.nsqd.logger.warn(f"deprecated value '{value}' used for /mpub binary param")
+            return True
+        return BOOL_PARAMS[value]
+
+
+def split_text_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
+    """nsqd's line loop over a body read through a (max_body_size + 1) cap: only the `\\n` is cut off, empty
+    lines are skipped, and whichever of BODY_TOO_BIG (the cap was hit) or MSG_TOO_BIG comes first wins."""
+    bodies = []
+    total = 0
+    read_max = max_body_size + 1
+    start = 0
+    while start < len(body):
+        end = body.find(b"\n", start)
+        end = len(body) if end < 0 else end + 1
+        total += end - start
+        if total == read_max:
+            raise APIError(413, "BODY_TOO_BIG")
+        line = body[start:end].removesuffix(b"\n")
+        start = end
+        if not line:
+            continue
+        if len(line) > max_msg_size:
+            raise APIError(413, "MSG_TOO_BIG")
+        bodies.append(line)
+    return bodies
+
+
+def parse_binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
+    """`[count int32]([size int32][bytes])*`; errors are nsqd's readMPUB codes without `E_` (always 413).
+    Bytes after the last message are ignored, as nsqd never reads them."""
+    view = memoryview(body)
+    if len(view) < 4:
+        raise APIError(413, "BAD_BODY")
+    (count,) = _INT32.unpack_from(view)
+    if count <= 0 or count > (max_body_size - 4) // 5:
+        raise APIError(413, "BAD_BODY")
+    bodies = []
+    pos = 4
+    for _ in range(count):
+        if pos + 4 > len(view):
+            raise APIError(413, "BAD_MESSAGE")
+        (size,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        if size <= 0 or size > max_msg_size or pos + size > len(view):
+            raise APIError(413, "BAD_MESSAGE")
+        bodies.append(bytes(view[pos:pos + size]))
+        pos += size
+    return bodies

@@ -1,0 +1,209 @@
+"""A Falcon router that routes like julienschmidt/httprouter, which nsqd's HTTP API runs on.
+
+For a request the router returns the responder that answers it, so every outcome is decided in one place:
+
+1. a route for the path and method: its responder;
+2. `OPTIONS *`: 200 with no body (Go's server answers it before any router);
+3. otherwise, when some route uses the method (httprouter keeps a tree per method) and the path is not `/`:
+   the path with its trailing slash toggled, then the cleaned path matched case-insensitively, redirect
+   there (301 for GET, 307 for anything else, so a POST stays a POST);
+4. OPTIONS on a path other methods serve: 200 with `Allow`; any other method: 405 `METHOD_NOT_ALLOWED`
+   with `Allow` (the sorted methods plus OPTIONS);
+5. 404 `NOT_FOUND`.
+
+HEAD is not routed (httprouter 1.3 has no HEAD fallback), so `HEAD /ping` is a 405, as from nsqd. Routes are
+static paths or one trailing `{param}` segment, which is all nsqd has. Responders *return* their data (see
+`responses`); `add_route` wraps them in nsqd's decorators: the access log (unless ``log=False``) and the V1
+envelope (or plain text with ``plain=True``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+import falcon
+from falcon.routing import map_http_methods
+
+from ..log import Logger
+from .access_log import logged
+from .responses import HTML_TYPE, APIError, Responder, plain_text, status_line, v1
+
+# Go's url.URL.EscapedPath leaves these alone in a path (on top of letters, digits and `-._~`).
+_PATH_SAFE = "/$&+,:;=@"
+
+
+class _AnyMethod(dict):
+    """A method map that answers every method, even ones Falcon does not know, with one responder."""
+
+    __slots__ = ("responder",)
+
+    def __init__(self, responder: Responder) -> None:
+        super().__init__()
+        self.responder = responder
+
+    def __missing__(self, method: str) -> Responder:
+        return self.responder
+
+
+@dataclass(slots=True)
+class _Route:
+    template: str
+    resource: object
+    prefix: str  # the whole path, or what comes before the parameter
+    param: str  # "" for a static route
+    method_maps: dict[str, _AnyMethod] = field(default_factory=dict)
+
+    def match(self, path: str) -> dict[str, str] | None:
+        if not self.param:
+            return {} if path == self.prefix else None
+        if not path.startswith(self.prefix):
+            return None
+        value = path[len(self.prefix):]
+        return {self.param: value} if value and "/" not in value else None
+
+    def match_folded(self, path: str) -> str | None:
+        """The route's own spelling of ``path`` when they differ only in case (a parameter keeps its case)."""
+        head = path[: len(self.prefix)]
+        if head.lower() != self.prefix.lower():
+            return None
+        rest = path[len(self.prefix):]
+        if not self.param:
+            return self.prefix if not rest else None
+        return self.prefix + rest if rest and "/" not in rest else None
+
+
+class Router:
+    def __init__(self, logger: Logger) -> None:
+        self._logger = logger
+        self._routes: list[_Route] = []
+        self._static: dict[str, _Route] = {}
+        self._not_found = _AnyMethod(v1(logged(_not_found, logger), logger))
+        self._not_allowed = _AnyMethod(v1(logged(_method_not_allowed, logger), logger))
+        self._options = _AnyMethod(_options)
+        self._global_options = _AnyMethod(_global_options)
+        self._redirect = _AnyMethod(_redirect)
+
+    def add_route(self, uri_template: str, resource: object, *, suffix: str | None = None, log: bool = True,
+                  plain: bool = False, **_kwargs: object) -> None:
+        prefix, brace, rest = uri_template.partition("{")
+        route = _Route(uri_template, resource, prefix, rest.rstrip("}") if brace else "")
+        for method, handler in map_http_methods(resource, suffix=suffix).items():
+            wrapped = logged(handler, self._logger) if log else handler
+            responder = plain_text(wrapped, self._logger) if plain else v1(wrapped, self._logger)
+            route.method_maps[method] = _AnyMethod(responder)
+        self._routes.append(route)
+        if not route.param:
+            self._static[prefix] = route
+
+    def find(self, uri: str, req: falcon.Request | None = None) -> tuple[object, _AnyMethod, dict, str | None]:
+        method = req.method if req is not None else "GET"
+        route, params = self._match(uri)
+        if route is not None:
+            method_map = route.method_maps.get(method)
+            if method_map is not None:
+                return route.resource, method_map, params, route.template
+        if uri == "*":
+            if method == "OPTIONS":
+                return self, self._global_options, {}, None
+            return self, self._not_allowed, {"allow": self._allow(self._routes, "")}, None
+        if method != "CONNECT" and uri != "/" and any(method in r.method_maps for r in self._routes):
+            target = self._redirect_target(uri, method)
+            if target is not None:
+                code = 301 if method == "GET" else 307
+                return self, self._redirect, {"location": _location(target, req), "code": code}, None
+        allow = self._allow([route] if route is not None else [], method)
+        if allow:
+            return self, self._options if method == "OPTIONS" else self._not_allowed, {"allow": allow}, None
+        return self, self._not_found, {}, None
+
+    def _match(self, path: str) -> tuple[_Route | None, dict[str, str]]:
+        route = self._static.get(path)
+        if route is not None:
+            return route, {}
+        for route in self._routes:
+            params = route.match(path)
+            if params is not None:
+                return route, params
+        return None, {}
+
+    def _serves(self, path: str, method: str) -> bool:
+        route, _ = self._match(path)
+        return route is not None and method in route.method_maps
+
+    def _redirect_target(self, path: str, method: str) -> str | None:
+        toggled = path[:-1] if len(path) > 1 and path.endswith("/") else path + "/"
+        if self._serves(toggled, method):
+            return toggled
+        cleaned = clean_path(path)
+        toggled = cleaned[:-1] if len(cleaned) > 1 and cleaned.endswith("/") else cleaned + "/"
+        for candidate in (cleaned, toggled):
+            for route in self._routes:
+                if method in route.method_maps:
+                    fixed = route.match_folded(candidate)
+                    if fixed is not None:
+                        return fixed
+        return None
+
+    @staticmethod
+    def _allow(routes: list[_Route], method: str) -> str:
+        """httprouter's `Allow`: the other methods served there, plus OPTIONS, sorted ("" when none)."""
+        methods = {m for r in routes for m in r.method_maps if m not in (method, "OPTIONS")}
+        return ", ".join(sorted({*methods, "OPTIONS"})) if methods else ""
+
+
+def clean_path(path: str) -> str:
+    """httprouter's CleanPath: path.Clean that keeps a trailing slash, always rooted."""
+    parts: list[str] = []
+    for segment in path.split("/"):
+        if segment == "..":
+            if parts:
+                parts.pop()
+        elif segment and segment != ".":
+            parts.append(segment)
+    cleaned = "/" + "/".join(parts)
+    if path.endswith("/") and cleaned != "/":
+        cleaned += "/"
+    return cleaned
+
+
+def _location(path: str, req: falcon.Request | None) -> str:
+    location = quote(path.encode("latin-1", "replace"), safe=_PATH_SAFE)
+    query = req.query_string if req is not None else ""
+    return f"{location}?{query}" if query else location
+
+
+def _go_html_escape(text: str) -> str:
+    return (text.replace("&", "&amp;").replace("'", "&#39;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&#34;"))
+
+
+def _not_found(req: falcon.Request, resp: falcon.Response) -> None:
+    raise APIError(404, "NOT_FOUND")
+
+
+def _method_not_allowed(req: falcon.Request, resp: falcon.Response, allow: str) -> None:
+    resp.set_header("Allow", allow)
+    raise APIError(405, "METHOD_NOT_ALLOWED")
+
+
+def _options(req: falcon.Request, resp: falcon.Response, allow: str) -> None:
+    resp.status = status_line(200)
+    resp.set_header("Allow", allow)
+    resp.data = b""
+
+
+def _global_options(req: falcon.Request, resp: falcon.Response) -> None:
+    resp.status = status_line(200)
+    resp.data = b""
+
+
+def _redirect(req: falcon.Request, resp: falcon.Response, location: str, code: int) -> None:
+    """Go's `http.Redirect`: only a GET gets the little HTML body."""
+    resp.status = status_line(code)
+    resp.set_header("Location", location)
+    if req.method == "GET":
+        resp.content_type = HTML_TYPE
+        resp.data = f'<a href="{_go_html_escape(location)}">{status_line(code)[4:]}</a>.\n\n'.encode()
+    else:
+        resp.data = b""

@@ -1,0 +1,69 @@
+"""Read-only endpoints: GET /ping, GET /info and GET /stats."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import falcon
+
+from ..core import stats
+from ..core.nsqd import NSQD
+from ..version import NSQ_VERSION
+from .params import bool_param, first, request_query
+from .responses import APIError
+from .stats_text import render_stats
+
+
+class Ping:
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> str:
+        health = self.nsqd.health()
+        if not self.nsqd.is_healthy():
+            raise APIError(500, health)
+        return health
+
+
+class Info:
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> dict[str, Any]:
+        nsqd, opts = self.nsqd, self.nsqd.opts
+        return {
+            "version": NSQ_VERSION,
+            "broadcast_address": opts.broadcast_address,
+            "hostname": socket.gethostname(),
+            "http_port": nsqd.http_port,
+            "tcp_port": nsqd.tcp_port,
+            "start_time": nsqd.start_time,
+            "max_heartbeat_interval": opts.max_heartbeat_interval,
+            "max_output_buffer_size": opts.max_output_buffer_size,
+            "max_output_buffer_timeout": opts.max_output_buffer_timeout,
+            "max_deflate_level": opts.max_deflate_level,
+            "topology_zone": opts.topology_zone,
+            "topology_region": opts.topology_region,
+        }
+
+
+class Stats:
+    """`format=json` answers the snapshot as JSON; any other format, the text report."""
+
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> dict[str, Any] | str:
+        query = request_query(req)
+        snapshot = stats.snapshot(
+            self.nsqd,
+            topic=first(query, "topic") or "",
+            channel=first(query, "channel") or "",
+            include_clients=bool_param(query, "include_clients"),
+            include_mem=bool_param(query, "include_mem"),
+        )
+        if first(query, "format") == "json":
+            return snapshot
+        return render_stats(snapshot, time.time())

@@ -1,0 +1,116 @@
+"""POST /topic/{create,delete,empty,pause,unpause} and POST /channel/{create,delete,empty,pause,unpause}.
+
+Each check matches nsqd's handler: topic routes say `INVALID_TOPIC`, channel routes `INVALID_ARG_TOPIC`;
+/topic/delete, /topic/pause and /topic/unpause look the name up without validating it; channel routes need
+an existing topic (404 TOPIC_NOT_FOUND) and never create one. (Un)pausing rewrites nsqd.dat at once.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from ..core.channel import Channel
+from ..core.names import is_valid_name
+from ..core.nsqd import NSQD
+from ..core.topic import Topic
+from .params import first, request_query
+from .pub import topic_from_query
+from .responses import APIError
+
+
+def _topic_name(req: falcon.Request, validate: bool) -> str:
+    name = first(request_query(req), "topic")
+    if name is None:
+        raise APIError(400, "MISSING_ARG_TOPIC")
+    if validate and not is_valid_name(name):
+        raise APIError(400, "INVALID_TOPIC")
+    return name
+
+
+def _persist(nsqd: NSQD, path: str) -> None:
+    """nsqd ignores a failed write here, but logs it through PersistMetadata."""
+    try:
+        nsqd.persist_metadata()
+    except OSError as err:
+        nsqd.logger.error(f"failed to persist metadata after {path} - {err}")
+
+
+class Topics:
+    """One resource, one responder per action (Falcon route suffixes)."""
+
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def _existing(self, name: str) -> Topic:
+        topic = self.nsqd.get_existing_topic(name)
+        if topic is None:
+            raise APIError(404, "TOPIC_NOT_FOUND")
+        return topic
+
+    def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> None:
+        topic_from_query(self.nsqd, req)
+
+    def on_post_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if not self.nsqd.delete_existing_topic(_topic_name(req, validate=False)):
+            raise APIError(404, "TOPIC_NOT_FOUND")
+
+    def on_post_empty(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._existing(_topic_name(req, validate=True)).empty()
+
+    def on_post_pause(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._existing(_topic_name(req, validate=False)).pause()
+        _persist(self.nsqd, req.path)
+
+    def on_post_unpause(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._existing(_topic_name(req, validate=False)).unpause()
+        _persist(self.nsqd, req.path)
+
+
+class Channels:
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def _topic_and_name(self, req: falcon.Request) -> tuple[Topic, str]:
+        """nsqd's `getExistingTopicFromQuery` with `GetTopicChannelArgs`."""
+        query = request_query(req)
+        topic_name = first(query, "topic")
+        if topic_name is None:
+            raise APIError(400, "MISSING_ARG_TOPIC")
+        if not is_valid_name(topic_name):
+            raise APIError(400, "INVALID_ARG_TOPIC")
+        channel_name = first(query, "channel")
+        if channel_name is None:
+            raise APIError(400, "MISSING_ARG_CHANNEL")
+        if not is_valid_name(channel_name):
+            raise APIError(400, "INVALID_ARG_CHANNEL")
+        topic = self.nsqd.get_existing_topic(topic_name)
+        if topic is None:
+            raise APIError(404, "TOPIC_NOT_FOUND")
+        return topic, channel_name
+
+    def _existing(self, req: falcon.Request) -> Channel:
+        topic, name = self._topic_and_name(req)
+        channel = topic.get_existing_channel(name)
+        if channel is None:
+            raise APIError(404, "CHANNEL_NOT_FOUND")
+        return channel
+
+    def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> None:
+        topic, name = self._topic_and_name(req)
+        topic.get_channel(name)
+
+    def on_post_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        topic, name = self._topic_and_name(req)
+        if not topic.delete_existing_channel(name):
+            raise APIError(404, "CHANNEL_NOT_FOUND")
+
+    def on_post_empty(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._existing(req).empty()
+
+    def on_post_pause(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._existing(req).pause()
+        _persist(self.nsqd, req.path)
+
+    def on_post_unpause(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._existing(req).unpause()
+        _persist(self.nsqd, req.path)
