@@ -38,6 +38,7 @@ def test_sigterm_flushes_memory_in_flight_and_deferred(nsqd_factory, tmp_path: P
     publish(proc.tcp_port, "flush", bodies)
     consumer.send("RDY 20")
     taken = [consumer.message() for _ in range(20)]
+    consumer.send("RDY 0")
     for msg in taken[:5]:
         consumer.send(b"FIN " + msg.id)
     for msg in taken[5:10]:
@@ -84,6 +85,7 @@ def test_kill_9_loses_nothing_acknowledged_with_sync_every_1(nsqd_factory, tmp_p
     sent.append(b"dpub-0")
     consumer.send("RDY 80")
     received = [consumer.message() for _ in range(80)]
+    consumer.send("RDY 0")
     finished = {m.body for m in received[:40]}
     for msg in received[:40]:
         consumer.send(b"FIN " + msg.id)
