@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import gevent
 import orjson
 
+from ..cluster.auth import AuthServers
 from ..log import Logger
 from ..version import NSQ_VERSION
 from .diskqueue import DiskQueue, DummyBackend
@@ -59,6 +60,12 @@ class NSQD:
         self.tcp_port = 0
         #: the server TLS context when --tls-cert/--tls-key are set (tls_v1 and HTTPS need it)
         self.tls_context: ssl.SSLContext | None = None
+        #: set when --auth-http-address is given: clients must AUTH before PUB/SUB
+        self.auth_servers: AuthServers | None = None
+        if opts.auth_http_addresses:
+            self.auth_servers = AuthServers(list(opts.auth_http_addresses), opts.auth_http_request_method,
+                                            opts.http_client_connect_timeout / 1e9,
+                                            opts.http_client_request_timeout / 1e9, logger)
         self.http_port = 0
         self.https_port = 0
 

@@ -24,6 +24,7 @@ from ..tlsconfig import cipher_suite_name, version_name
 from .compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
 
 if TYPE_CHECKING:
+    from ..cluster.auth import AuthState
     from ..core.channel import Channel
     from ..core.message import Message
     from ..core.nsqd import NSQD
@@ -61,6 +62,8 @@ class ClientV2(Consumer):
         "_writer",
         "auth_identity",
         "auth_identity_url",
+        "auth_secret",
+        "auth_state",
         "authed",
         "channel",
         "client_id",
@@ -119,6 +122,8 @@ class ClientV2(Consumer):
         self.authed = False
         self.auth_identity = ""
         self.auth_identity_url = ""
+        self.auth_secret = ""
+        self.auth_state: AuthState | None = None
         self.topology_zone = ""
         self.topology_region = ""
         self._rbuf = bytearray()

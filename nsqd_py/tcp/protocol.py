@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import gevent
 import orjson
 
+from ..cluster.auth import AuthError, AuthServers, AuthState
 from ..core.consumer import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED
 from ..core.diskqueue import BackendError
 from ..core.errors import ExitingError, MessageError
@@ -143,7 +144,27 @@ class ProtocolV2:
         return name
 
     def _check_auth(self, cmd: str, topic: str, channel: str) -> None:
-        """Hook for AUTH (its own issue): with auth off every command is allowed."""
+        """With --auth-http-address set, the client must have AUTHed and be allowed (re-asked past the ttl)."""
+        auth = self.nsqd.auth_servers
+        if auth is None:
+            return
+        client = self.client
+        state = client.auth_state
+        if state is None or not state.authorizations:
+            raise FatalClientError("E_AUTH_FIRST", f"AUTH required before {cmd}")
+        if state.is_expired():
+            try:
+                state = client.auth_state = self._query_auth(auth, client.auth_secret)
+            except AuthError as err:
+                self.log.warn(f"[{client}] AUTH failed {err}")
+                raise FatalClientError("E_AUTH_FAILED", "AUTH failed") from None
+        if not state.is_allowed(topic, channel):
+            raise FatalClientError("E_UNAUTHORIZED", f'AUTH failed for {cmd} on "{topic}" "{channel}"')
+
+    def _query_auth(self, auth: AuthServers, secret: str) -> AuthState:
+        client = self.client
+        remote_ip = "" if client.remote_address == "@" else client.remote_address.rsplit(":", 1)[0].strip("[]")
+        return auth.query(remote_ip, client.tls, client.tls_common_name, secret)
 
     def _require_subscribed(self, cmd: str, allow_closing: bool) -> None:
         state = self.client.state
@@ -192,7 +213,7 @@ class ProtocolV2:
             "max_deflate_level": opts.max_deflate_level,
             "snappy": snappy,
             "sample_rate": client.sample_rate,
-            "auth_required": False,
+            "auth_required": self.nsqd.auth_servers is not None,
             "output_buffer_size": client.output_buffer_size,
             "output_buffer_timeout": round(client.output_buffer_timeout * 1000),
             "topology_region": client.topology_region,
@@ -275,10 +296,28 @@ class ProtocolV2:
             raise FatalClientError("E_BAD_BODY", f"AUTH body too big {size} > {self.opts.max_body_size}")
         if size <= 0:
             raise FatalClientError("E_BAD_BODY", f"AUTH invalid body size {size}")
-        self._read_body(size, "E_BAD_BODY", "AUTH failed to read body")
-        if self.client.authed:
+        secret = self._read_body(size, "E_BAD_BODY", "AUTH failed to read body").decode("utf-8", "replace")
+        client = self.client
+        if client.authed:
             raise FatalClientError("E_INVALID", "AUTH already set")
-        raise FatalClientError("E_AUTH_DISABLED", "AUTH disabled")
+        auth = self.nsqd.auth_servers
+        if auth is None:
+            raise FatalClientError("E_AUTH_DISABLED", "AUTH disabled")
+        try:
+            state = self._query_auth(auth, secret)
+        except AuthError as err:
+            self.log.warn(f"PROTOCOL(V2): [{client}] AUTH failed {err}")
+            raise FatalClientError("E_AUTH_FAILED", "AUTH failed") from None
+        client.auth_secret = secret
+        client.auth_state = state
+        if not state.authorizations:
+            raise FatalClientError("E_UNAUTHORIZED", "AUTH no authorizations found")
+        client.authed = True
+        client.auth_identity = state.identity
+        client.auth_identity_url = state.identity_url
+        client.send_response(orjson.dumps({"identity": state.identity, "identity_url": state.identity_url,
+                                           "permission_count": len(state.authorizations)}))
+        return None
 
     def sub(self, params: list[bytes]) -> bytes:
         client = self.client

@@ -165,16 +165,17 @@ class PynsqReader:
         self.auto_finish = auto_finish
         self.received: list[Received] = []
         self.errors: list[str] = []
+        self.responses: list[bytes] = []
         self.heartbeats = 0
         self.reader: nsq.Reader = io.call(lambda: self._create(topic, channel, address, max_in_flight, conn_kwargs))
-        wait_until(lambda: io.call(lambda: any(c.connected() for c in self.reader.conns.values())),
-                   what="pynsq Reader connection")
+        wait_until(lambda: b"OK" in self.responses, what="pynsq Reader SUB to be acknowledged")
 
     def _create(self, topic: str, channel: str, address: str, max_in_flight: int, kwargs: dict) -> nsq.Reader:
         reader = nsq.Reader(topic=topic, channel=channel, nsqd_tcp_addresses=[address], max_in_flight=max_in_flight,
                             message_handler=self._handle, **kwargs)
         # Hooks are bound when the reader connects (on a later loop iteration), so wrapping them here is in time.
         on_error, on_heartbeat = reader._on_connection_error, reader._on_heartbeat
+        on_ready = reader._on_connection_ready
 
         def record_error(conn: Any, error: Any, **kw: Any) -> None:
             self.errors.append(str(error))
@@ -184,7 +185,12 @@ class PynsqReader:
             self.heartbeats += 1
             on_heartbeat(conn, **kw)
 
+        def record_responses(conn: Any, **kw: Any) -> None:
+            conn.on("response", lambda conn, data, **_: self.responses.append(data))  # the SUB's OK comes next
+            on_ready(conn, **kw)
+
         reader._on_connection_error, reader._on_heartbeat = record_error, record_heartbeat
+        reader._on_connection_ready = record_responses
         return reader
 
     def _handle(self, message: nsq.Message) -> bool | None:
@@ -221,9 +227,12 @@ class GnsqCollector:
     def __init__(self, address: str, topic: str, channel: str, *, auto_finish: bool = True, **kwargs: Any) -> None:
         self.auto_finish = auto_finish
         self.received: list[Received] = []
+        self.responses: list[bytes] = []
         self.consumer = gnsq.Consumer(topic, channel, [address], message_handler=self._handle, **kwargs)
+        self.consumer.on_response.connect(lambda _, response: self.responses.append(response), weak=False)
         self.consumer.start(block=False)
-        wait_until(lambda: any(c.is_connected for c in self.consumer._connections), what="gnsq Consumer connection")
+        # IDENTIFY is answered with JSON, so the first OK acknowledges the SUB: the channel exists from now on.
+        wait_until(lambda: b"OK" in self.responses, what="gnsq Consumer SUB to be acknowledged")
 
     def _handle(self, consumer: gnsq.Consumer, message: gnsq.Message) -> None:
         self.received.append(Received(time.monotonic(), message.id, message.body, message.attempts,

@@ -1,0 +1,126 @@
+"""Asking an NSQ auth server what a client's secret allows (nsqd's internal/auth).
+
+The reply names an identity and authorizations: a topic regex, channel regexes and the
+permissions `subscribe` / `publish`. Regexes match anywhere in the name (Go's MatchString).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import dataclass, field
+
+import requests
+
+from ..log import Logger
+
+_PERMISSIONS = {"subscribe", "publish"}
+
+
+class AuthError(Exception):
+    """The auth server could not be asked, or its answer was unusable (the client sees E_AUTH_FAILED)."""
+
+
+@dataclass(slots=True)
+class Authorization:
+    topic: re.Pattern[str]
+    channels: list[re.Pattern[str]]
+    permissions: list[str]
+
+    def is_allowed(self, topic: str, channel: str) -> bool:
+        """Publishing is asked with channel "" (so a channel regex must match "", e.g. `.*`)."""
+        needed = "subscribe" if channel else "publish"
+        if needed not in self.permissions or not self.topic.search(topic):
+            return False
+        return any(pattern.search(channel) for pattern in self.channels)
+
+
+@dataclass(slots=True)
+class AuthState:
+    identity: str
+    identity_url: str
+    authorizations: list[Authorization]
+    expires: float = field(default=0.0)
+
+    def is_expired(self) -> bool:
+        return self.expires < time.monotonic()
+
+    def is_allowed(self, topic: str, channel: str) -> bool:
+        return any(a.is_allowed(topic, channel) for a in self.authorizations)
+
+
+@dataclass(slots=True)
+class AuthServers:
+    """The configured --auth-http-address values and how to reach them."""
+
+    addresses: list[str]
+    method: str
+    connect_timeout: float
+    request_timeout: float
+    logger: Logger
+
+    def query(self, remote_ip: str, tls: bool, common_name: str, secret: str) -> AuthState:
+        """Ask the servers in turn from a random start; the first usable answer wins."""
+        start = random.randrange(len(self.addresses))
+        error: Exception = AuthError("no auth server configured")
+        for i in range(len(self.addresses)):
+            address = self.addresses[(start + i) % len(self.addresses)]
+            try:
+                return self._query_one(address, remote_ip, tls, common_name, secret)
+            except AuthError as err:
+                self.logger.error(f"Error: failed auth against {address} {err}")
+                error = err
+        raise error
+
+    def _query_one(self, address: str, remote_ip: str, tls: bool, common_name: str, secret: str) -> AuthState:
+        endpoint = address if "://" in address else f"http://{address}/auth"
+        params = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
+                  "tls": "true" if tls else "false"}
+        headers = {"Accept": "application/vnd.nsq; version=1.0"}
+        timeout = (self.connect_timeout, self.request_timeout)
+        try:
+            if self.method == "post":
+                body = {key: [value] for key, value in params.items()}
+                resp = requests.post(endpoint, json=body, headers=headers, timeout=timeout)
+            else:
+                resp = requests.get(endpoint, params=params, headers=headers, timeout=timeout)
+        except requests.RequestException as err:
+            raise AuthError(str(err)) from None
+        if resp.status_code != 200:
+            raise AuthError(f"got response {resp.status_code} {resp.text!r}")
+        try:
+            return parse_auth_reply(resp.json())
+        except ValueError as err:
+            raise AuthError(str(err)) from None
+
+
+def parse_auth_reply(data: object) -> AuthState:
+    """Validate an auth server's JSON answer like nsqd; ValueError says what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError("auth reply is not a JSON object")
+    authorizations = []
+    for entry in data.get("authorizations") or []:
+        if not isinstance(entry, dict):
+            raise ValueError("authorization is not a JSON object")
+        permissions = entry.get("permissions") or []
+        for permission in permissions:
+            if permission not in _PERMISSIONS:
+                raise ValueError(f"unknown permission {permission}")
+        topic = _compile(entry.get("topic", ""), "topic")
+        channels = [_compile(c, "channel") for c in entry.get("channels") or []]
+        authorizations.append(Authorization(topic, channels, list(permissions)))
+    ttl = data.get("ttl", 0)
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
+        raise ValueError(f"invalid TTL {ttl} (must be >0)")
+    return AuthState(str(data.get("identity", "")), str(data.get("identity_url", "")), authorizations,
+                     time.monotonic() + ttl)
+
+
+def _compile(pattern: object, what: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str):
+        raise ValueError(f"unable to compile {what} {pattern!r}")
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise ValueError(f'unable to compile {what} "{pattern}" {err}') from None
