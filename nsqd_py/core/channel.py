@@ -117,53 +117,36 @@ class Channel:
 
     # ---- putting messages in --------------------------------------------------------------------
 
-    def put(self, msg: Message) -> None:
-        """A message from the topic: deliver at once when someone is ready, else queue it.
+    def put_parked(self, parked: Parked) -> None:
+        """A message from the topic, still parked (every channel may share the same tuple): handed
+        to a ready consumer at once, else queued without building an object.
 
         With --mem-queue-size=0 every message goes through the disk queue first, so nothing a
-        publisher was told OK about lives only in memory.
+        publisher was told OK about lives only in memory; a DPUB delay is then lost, as in nsqd
+        (#1375), because a deferred message held only in memory would not survive a crash.
         """
         self.message_count += 1
-        if self._mem_size and not self.paused and not self._dispatching and not self._queue:
-            client = self._next_ready_client()
-            if client is not None:
-                self._deliver(client, msg)
+        mem_size = self._mem_size
+        if mem_size:
+            delay = parked[4]
+            if delay:
+                self._start_deferred(unpark(parked), delay)
                 return
-        self._enqueue(msg)
-        if not self._mem_size:
-            self.dispatch()
-
-    def put_parked(self, parked: Parked) -> None:
-        """Like put() for a message parked in the topic's queue: when it would only wait here
-        too, it stays parked (no object is built; every channel may share the same tuple)."""
-        if parked[4] or not self._mem_size or (not self.paused and not self._queue and self._has_ready_client()):
-            msg = unpark(parked)
-            if msg.deferred:
-                self.put_deferred(msg, msg.deferred)
-            else:
-                self.put(msg)
-            return
-        self.message_count += 1
+            if not self.paused and not self._dispatching and not self._queue:
+                client = self._next_ready_client()
+                if client is not None:
+                    self._deliver(client, unpark(parked))
+                    return
         try:
-            self._queue.push_parked(parked)
+            to_disk = self._queue.push_parked(parked)
         except BackendError as err:
             self._nsqd.set_health(err)
             self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
-
-    def _has_ready_client(self) -> bool:
-        return any(client.is_ready() for client in self._clients)
-
-    def put_deferred(self, msg: Message, delay: float) -> None:
-        """A DPUB message from the topic: it waits in the deferred queue for ``delay`` seconds.
-
-        With --mem-queue-size=0 it goes to disk at once and the delay is lost, as in nsqd (#1375):
-        a deferred message held only in memory would not survive a crash.
-        """
-        if not self._mem_size:
-            self.put(msg)
             return
-        self.message_count += 1
-        self._start_deferred(msg, delay)
+        if to_disk:
+            self._nsqd.set_health(None)
+        if not mem_size:
+            self.dispatch()
 
     def _enqueue(self, msg: Message) -> None:
         try:
@@ -187,6 +170,8 @@ class Channel:
     def _next_ready_client(self) -> Consumer | None:
         clients = self._clients
         n = len(clients)
+        if n == 1:
+            return clients[0] if clients[0].is_ready() else None
         for _ in range(n):
             self._rr = (self._rr + 1) % n
             client = clients[self._rr]
@@ -247,13 +232,15 @@ class Channel:
         client.in_flight_count -= 1
         return msg
 
-    def finish(self, client: Consumer, msg_id: bytes) -> Message:
-        """FIN: the consumer is done with the message."""
+    def finish(self, client: Consumer, msg_id: bytes, dispatch: bool = True) -> Message:
+        """FIN: the consumer is done with the message. A caller finishing a batch passes
+        ``dispatch=False`` and calls :meth:`dispatch` once afterwards."""
         msg = self._pop_in_flight(client, msg_id)
         client.finish_count += 1
         self._release_token(msg)
         msg.client = None
-        self.dispatch()
+        if dispatch:
+            self.dispatch()
         return msg
 
     def requeue(self, client: Consumer, msg_id: bytes, delay: float) -> None:

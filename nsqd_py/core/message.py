@@ -39,10 +39,6 @@ class Message:
         self.deferred = 0.0
         self.token: object | None = None
 
-    def copy(self) -> Message:
-        """A fresh copy for another channel: same id, body, timestamp and attempts."""
-        return Message(self.id, self.body, self.timestamp, self.attempts)
-
     def encode(self) -> bytes:
         """The disk-queue (and wire) encoding: timestamp, attempts, id, body."""
         return _HEADER.pack(self.timestamp, self.attempts) + self.id + self.body

@@ -16,8 +16,7 @@ from .channel import Channel
 from .diskqueue import BackendError
 from .errors import ExitingError
 from .guid import GuidFactory
-from .message import Message
-from .queue import MessageQueue, Parked, park
+from .queue import MessageQueue, Parked
 
 if TYPE_CHECKING:
     from .nsqd import NSQD
@@ -108,43 +107,17 @@ class Topic:
         if self.exiting:
             raise ExitingError()
         timestamp = time.time_ns()
-        ids = self._guid.new_ids(len(bodies))
-        if self._can_fan_out():
-            msgs = [Message(msg_id, body, timestamp) for msg_id, body in zip(ids, bodies, strict=True)]
-            if deferred:
-                for msg in msgs:
-                    msg.deferred = deferred
-            self._fan_out_all(msgs)
+        parked = [(msg_id, body, timestamp, 0, deferred, None)
+                  for msg_id, body in zip(self._guid.new_ids(len(bodies)), bodies, strict=True)]
+        if self._channel_list and not self.paused and self._pump is None and not self._queue:
+            for channel in self._channel_list:
+                put = channel.put_parked
+                for entry in parked:
+                    put(entry)
         else:
-            self._enqueue_all([(msg_id, body, timestamp, 0, deferred, None)
-                               for msg_id, body in zip(ids, bodies, strict=True)])
+            self._enqueue_all(parked)
         self.message_count += len(bodies)
         self.message_bytes += sum(len(body) for body in bodies)
-
-    def put(self, msg: Message) -> None:
-        """Accept one existing message; ExitingError while closing, BackendError when the disk write fails."""
-        if self.exiting:
-            raise ExitingError()
-        if self._can_fan_out():
-            self._fan_out_all([msg])
-        else:
-            self._enqueue_all([park(msg)])
-        self.message_count += 1
-        self.message_bytes += len(msg.body)
-
-    def _can_fan_out(self) -> bool:
-        """Straight to the channels: there are some, and nothing queued here must go first."""
-        return bool(self._channel_list) and not self.paused and self._pump is None and not self._queue
-
-    def _fan_out_all(self, msgs: list[Message]) -> None:
-        channels = self._channel_list
-        if len(channels) == 1 and not msgs[0].deferred:
-            put = channels[0].put
-            for msg in msgs:
-                put(msg)
-        else:
-            for msg in msgs:
-                self._fan_out(msg)
 
     def _enqueue_all(self, parked: list[Parked]) -> None:
         try:
@@ -158,17 +131,6 @@ class Topic:
             self._start_pump()
         if to_disk:
             self._nsqd.set_health(None)
-
-    def _fan_out(self, msg: Message) -> None:
-        """Every channel gets its own copy (the first one the original), deferred ones wait."""
-        channels = self._channel_list
-        copies = [msg] + [msg.copy() for _ in range(len(channels) - 1)]
-        delay = msg.deferred
-        for channel, copy in zip(channels, copies, strict=True):
-            if delay:
-                channel.put_deferred(copy, delay)
-            else:
-                channel.put(copy)
 
     # ---- backlog pump -------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """GET /config/{opt} for every option nsqd has a flag for; PUT for `nsqlookupd_tcp_addresses` and `log_level`.
 
 Values are nsqd's internal ones: durations in ns, `log_level` as its number, `tls_min_version` as the TLS
-code. A PUT answers with the new value, like a GET after it.
+code; JSON, except strings, which nsqd's V1 envelope sends raw as text. A PUT answers like a GET after it.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 Handlers are Falcon responders that *return* their data and raise `APIError`, like nsqd's
 `func(...) (interface{}, error)` handlers; `v1` and `plain_text` turn either outcome into the response:
 
-* V1 (every route but /ping): a string answers as text (`text/plain; charset=utf-8`, what Go sniffs), None
-  as an empty 200 with `Content-Length: 0` and no Content-Type, anything else as JSON; an error as its status
-  with `{"message":"TEXT"}`. All of them carry `X-NSQ-Content-Type: nsq; version=1.0`.
+* V1 (every route but /ping): a string answers as raw text (`text/plain; charset=utf-8`, what Go sniffs, and
+  no Content-Type at all when it is empty, e.g. an unset string option), None as an empty 200 with
+  `Content-Length: 0`, anything else as JSON; an error as its status with `{"message":"TEXT"}`. All of them
+  carry `X-NSQ-Content-Type: nsq; version=1.0`.
 * plain text (/ping): the text or the error text, no X-NSQ header.
 """
 
@@ -54,12 +55,10 @@ def respond_v1(resp: falcon.Response, data: Any) -> None:
     resp.set_header(*NSQ_CONTENT_TYPE)
     if data is None:
         resp.data = b""
-    elif isinstance(data, str):
-        resp.content_type = TEXT_TYPE
-        resp.data = data.encode()
-    elif isinstance(data, bytes):
-        resp.content_type = TEXT_TYPE
-        resp.data = data
+    elif isinstance(data, str | bytes):
+        resp.data = data.encode() if isinstance(data, str) else data
+        if resp.data:  # Go sniffs a type only from a non-empty body
+            resp.content_type = TEXT_TYPE
     else:
         resp.content_type = JSON_TYPE
         resp.data = orjson.dumps(data)

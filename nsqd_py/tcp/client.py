@@ -174,6 +174,9 @@ class ClientV2(Consumer):
                 raise ConnectionLost("bufio: buffer full")
             self._fill()
 
+    def has_buffered_line(self) -> bool:
+        return self._rbuf.find(b"\n", self._rpos) >= 0
+
     def read_exactly(self, n: int) -> bytes:
         while len(self._rbuf) - self._rpos < n:
             self._fill()

@@ -53,6 +53,7 @@ class ProtocolV2:
         self.client = client
         self.opts = nsqd.opts
         self.log = nsqd.logger
+        self._dispatch_pending = False
         self._commands: dict[bytes, Callable[[list[bytes]], bytes | None]] = {
             b"FIN": self.fin,
             b"RDY": self.rdy,
@@ -96,6 +97,10 @@ class ProtocolV2:
                     break
                 if response is not None:
                     client.send_response(response)
+                if self._dispatch_pending and not client.has_buffered_line():
+                    # FINs come in runs: refill the consumer once per run, not once per FIN
+                    self._dispatch_pending = False
+                    client.channel.dispatch()  # type: ignore[union-attr]
         except ConnectionLost as lost:
             err = f"failed to send response - {lost}"
         finally:
@@ -373,7 +378,8 @@ class ProtocolV2:
             raise FatalClientError("E_INVALID", "FIN insufficient number of params")
         msg_id = message_id(params[1])
         try:
-            self.client.channel.finish(self.client, msg_id)  # type: ignore[union-attr]
+            self.client.channel.finish(self.client, msg_id, dispatch=False)  # type: ignore[union-attr]
+            self._dispatch_pending = True
         except MessageError as err:
             raise ClientError("E_FIN_FAILED", f"FIN {msg_id.decode('latin-1')} failed {err}") from None
         return None

@@ -125,7 +125,7 @@ def test_pub_size_limit_without_content_length(small: NsqdProcess) -> None:
 
 def test_pub_limit_is_not_fooled_by_a_small_content_length(small: NsqdProcess) -> None:
     """Only Content-Length bytes are the body; what follows is a broken next request, not a bigger message."""
-    data = b"POST /pub?topic=t_lie HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc" + b"z" * 500
+    data = b"POST /pub?topic=t_lie HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc" + b"z" * 500 + b"\r\n\r\n"
     replies = raw_exchange(small.http_port, data)
     assert replies.startswith(b"HTTP/1.1 200 OK\r\n")
     assert b"\r\n\r\nOKHTTP/1.1 400 Bad Request\r\n" in replies

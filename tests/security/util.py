@@ -1,0 +1,301 @@
+"""Helpers for the security tests: a protocol V2 client that performs IDENTIFY's upgrades itself (stdlib ``ssl``,
+python-snappy and ``zlib`` -- deliberately *not* the server's own codecs), and a scriptable HTTP auth server.
+
+Every wait that may overlap with gnsq greenlets yields to gevent (``tests.clients.util.wait_until``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import struct
+import threading
+import time
+import urllib.parse
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import snappy
+
+from tests.support import FRAME_ERROR, FRAME_MESSAGE, FRAME_RESPONSE, Message, mpub_body
+
+__all__ = ["FRAME_ERROR", "FRAME_MESSAGE", "FRAME_RESPONSE", "AuthServer", "SecureConn", "client_context",
+           "mpub_body", "rss_kib"]
+
+
+def client_context(ca: Path | None, cert: Path | None = None, key: Path | None = None,
+                   max_version: ssl.TLSVersion | None = None) -> ssl.SSLContext:
+    """A client context that verifies the server against ``ca`` (hostname 127.0.0.1 is in the SAN)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if ca is None:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        ctx.load_verify_locations(ca)
+    if cert is not None:
+        ctx.load_cert_chain(cert, key)
+    if max_version is not None:
+        ctx.maximum_version = max_version
+    return ctx
+
+
+class SecureConn:
+    """A protocol V2 connection on which :meth:`negotiate` runs IDENTIFY and the upgrades the server granted
+    (TLS, then snappy or deflate), checking the ``OK`` after each; afterwards :meth:`send`/:meth:`frame`
+    transparently go through the negotiated layers. :meth:`send_wire` bypasses compression (corruption tests)."""
+
+    def __init__(self, port: int, timeout: float = 5) -> None:
+        self.sock: socket.socket = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.sendall(b"  V2")
+        self.buf = b""  # decoded bytes not parsed yet
+        self._encode: Callable[[bytes], bytes] = lambda data: data
+        self._decode: Callable[[bytes], bytes] = lambda data: data
+        self.identify_reply: dict[str, Any] = {}
+
+    # ---- the transport ------------------------------------------------------------------------
+
+    def send_wire(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(self._encode(data))
+
+    def send(self, line: str | bytes, body: bytes | None = None) -> None:
+        data = (line.encode() if isinstance(line, str) else line) + b"\n"
+        if body is not None:
+            data += struct.pack(">i", len(body)) + body
+        self.send_raw(data)
+
+    def _read(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed by server")
+            self.buf += self._decode(chunk)
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def frame(self, skip_heartbeats: bool = True) -> tuple[int, bytes]:
+        while True:
+            size, ftype = struct.unpack(">ii", self._read(8))
+            data = self._read(size - 4)
+            if skip_heartbeats and ftype == FRAME_RESPONSE and data == b"_heartbeat_":
+                self.send("NOP")
+                continue
+            return ftype, data
+
+    def expect(self, ftype: int, data: bytes) -> None:
+        got = self.frame()
+        assert got == (ftype, data), got
+
+    def message(self) -> Message:
+        ftype, data = self.frame()
+        assert ftype == FRAME_MESSAGE, (ftype, data)
+        return Message.parse(data)
+
+    def is_closed(self, wait: float = 3.0) -> bool:
+        """True when the server closes the connection (EOF, reset or a TLS alert) within ``wait`` seconds;
+        anything received meanwhile is kept in ``self.buf`` (undecoded if decoding fails)."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                chunk = self.sock.recv(65536)
+            except (TimeoutError, socket.timeout):
+                return False
+            except (OSError, ssl.SSLError):
+                return True
+            if not chunk:
+                return True
+            try:
+                self.buf += self._decode(chunk)
+            except Exception:  # noqa: BLE001 - garbage after a failure is fine, we only wait for the close
+                self.buf += chunk
+        return False
+
+    def error_then_closed(self) -> bytes:
+        """Read the fatal error frame the server sends and check that it then closes the connection."""
+        ftype, data = self.frame()
+        assert ftype == FRAME_ERROR, (ftype, data)
+        assert self.is_closed(), f"connection still open after {data!r}"
+        return data
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # ---- IDENTIFY and upgrades ------------------------------------------------------------------
+
+    def identify_raw(self, **fields: Any) -> tuple[int, bytes]:
+        self.send("IDENTIFY", json.dumps({"feature_negotiation": True, **fields}).encode())
+        return self.frame()
+
+    def negotiate(self, tls: ssl.SSLContext | None = None, **fields: Any) -> dict[str, Any]:
+        """IDENTIFY (``tls_v1`` is asked for when ``tls`` is given) and perform every granted upgrade."""
+        if tls is not None:
+            fields.setdefault("tls_v1", True)
+        ftype, data = self.identify_raw(**fields)
+        assert ftype == FRAME_RESPONSE, data
+        reply = self.identify_reply = json.loads(data)
+        if reply["tls_v1"]:
+            assert tls is not None, "server granted TLS that was not asked for"
+            assert not self.buf, "server sent data before the TLS handshake"
+            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
+            self.expect(FRAME_RESPONSE, b"OK")
+        if reply["snappy"]:
+            self.start_snappy()
+            self.expect(FRAME_RESPONSE, b"OK")
+        if reply["deflate"]:
+            self.start_deflate(reply["deflate_level"])
+            self.expect(FRAME_RESPONSE, b"OK")
+        return reply
+
+    def _restart_decoding(self, decode: Callable[[bytes], bytes]) -> None:
+        early, self.buf = self.buf, b""
+        self._decode = decode
+        if early:
+            self.buf = decode(early)
+
+    def start_snappy(self) -> None:
+        compressor, decompressor = snappy.StreamCompressor(), snappy.StreamDecompressor()
+        self._encode = compressor.add_chunk
+        self._restart_decoding(decompressor.decompress)
+
+    def start_deflate(self, level: int) -> None:
+        compressor, decompressor = zlib.compressobj(level, zlib.DEFLATED, -15), zlib.decompressobj(-15)
+        self._encode = lambda data: compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+        self._restart_decoding(decompressor.decompress)
+
+    # ---- commands ---------------------------------------------------------------------------------
+
+    def auth(self, secret: str | bytes) -> tuple[int, bytes]:
+        self.send("AUTH", secret.encode() if isinstance(secret, str) else secret)
+        return self.frame()
+
+    def pub(self, topic: str, body: bytes) -> tuple[int, bytes]:
+        self.send(f"PUB {topic}", body)
+        return self.frame()
+
+    def mpub(self, topic: str, bodies: list[bytes]) -> tuple[int, bytes]:
+        self.send(f"MPUB {topic}", mpub_body(bodies))
+        return self.frame()
+
+    def sub(self, topic: str, channel: str) -> tuple[int, bytes]:
+        self.send(f"SUB {topic} {channel}")
+        return self.frame()
+
+    def consume(self, n: int, rdy: int = 100) -> list[bytes]:
+        """RDY, then read and FIN ``n`` messages; returns their bodies in order of arrival."""
+        self.send(f"RDY {rdy}")
+        bodies = []
+        while len(bodies) < n:
+            msg = self.message()
+            bodies.append(msg.body)
+            self.send(b"FIN " + msg.id)
+        return bodies
+
+
+# ---- the auth server ----------------------------------------------------------------------------------
+
+
+@dataclass
+class AuthRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: Any  # parsed JSON for POST, else None
+    headers: dict[str, str]
+
+    @property
+    def params(self) -> dict[str, str]:
+        """The single-valued parameters nsqd sent, from the query (GET) or the JSON body (POST)."""
+        source = self.body if self.method == "POST" else self.query
+        return {key: values[0] for key, values in source.items()}
+
+
+def grant(topic: str = ".*", channels: tuple[str, ...] = (".*",), permissions: tuple[str, ...] = ("publish",
+          "subscribe"), ttl: int = 3600, identity: str = "alice", identity_url: str = "https://id.example/alice",
+          extra: tuple[dict, ...] = ()) -> dict:
+    return {"ttl": ttl, "identity": identity, "identity_url": identity_url,
+            "authorizations": [{"topic": topic, "channels": list(channels), "permissions": list(permissions)},
+                               *extra]}
+
+
+@dataclass
+class AuthServer:
+    """An NSQ auth server on 127.0.0.1 in a thread. ``responder(request)`` returns ``(status, json_body)`` or a
+    number of seconds to sleep before answering (a float wrapped in a tuple ``("sleep", s, status, body)``)."""
+
+    responder: Callable[[AuthRequest], tuple] = field(default=lambda req: (200, grant()))
+    requests: list[AuthRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                parsed = urllib.parse.urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                req = AuthRequest(self.command, parsed.path, urllib.parse.parse_qs(parsed.query,
+                                                                                   keep_blank_values=True),
+                                  body, dict(self.headers))
+                owner.requests.append(req)
+                answer = owner.responder(req)
+                if answer[0] == "sleep":
+                    time.sleep(answer[1])
+                    answer = answer[2:]
+                status, payload = answer
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # nsqd gave up on us (request timeout)
+
+            do_GET = do_POST = _handle  # noqa: N815
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="auth-server", daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def dead_port() -> int:
+    """A loopback port with nothing listening (connections are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
