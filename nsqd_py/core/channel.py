@@ -18,7 +18,7 @@ from .consumer import Consumer
 from .diskqueue import BackendError
 from .errors import ExitingError, MessageError
 from .message import Message
-from .queue import MessageQueue, Parked, unpark
+from .queue import MessageQueue, Parked, park, unpark
 
 if TYPE_CHECKING:
     from .nsqd import NSQD
@@ -137,20 +137,16 @@ class Channel:
                 if client is not None:
                     self._deliver(client, unpark(parked))
                     return
-        try:
-            to_disk = self._queue.push_parked(parked)
-        except BackendError as err:
-            self._nsqd.set_health(err)
-            self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
-            return
-        if to_disk:
-            self._nsqd.set_health(None)
+        self._enqueue_parked(parked)
         if not mem_size:
             self.dispatch()
 
     def _enqueue(self, msg: Message) -> None:
+        self._enqueue_parked(park(msg))
+
+    def _enqueue_parked(self, parked: Parked) -> None:
         try:
-            to_disk = self._queue.push(msg)
+            to_disk = self._queue.push_parked(parked)
         except BackendError as err:
             self._nsqd.set_health(err)
             self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")

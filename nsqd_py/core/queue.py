@@ -63,15 +63,8 @@ class MessageQueue:
     def backend_depth(self) -> int:
         return self._backend.depth()
 
-    def push(self, msg: Message) -> bool:
-        """Queue a message; True when it went to disk. BackendError when that write failed."""
-        if len(self._memory) < self._mem_size:
-            self._memory.append(park(msg))
-            return False
-        self.write_to_backend(msg)
-        return True
-
     def push_parked(self, parked: Parked) -> bool:
+        """Queue a message; True when it went to disk. BackendError when that write failed."""
         if len(self._memory) < self._mem_size:
             self._memory.append(parked)
             return False
