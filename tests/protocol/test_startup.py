@@ -1,0 +1,116 @@
+"""The nsqd process itself: --version, log lines, listeners, fatal start errors, config precedence."""
+
+from __future__ import annotations
+
+import platform
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+import requests
+
+from tests.support import NSQD_BIN, NsqdProcess, RawConn, free_port, wait_for
+
+LOG_LINE = re.compile(r"^\[nsqd\] \d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}\.\d{6} (DEBUG|INFO|WARNING|ERROR|FATAL): ")
+
+
+def run_nsqd(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(NSQD_BIN), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_version_line_shape() -> None:
+    result = run_nsqd("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"nsqd v1.3.0-py0.1.0 (built w/python{platform.python_version()})"
+
+
+def test_startup_log_lines_and_real_port_for_port_0(tmp_path: Path) -> None:
+    proc = subprocess.Popen([str(NSQD_BIN), "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
+                             f"--data-path={tmp_path}"], stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        assert proc.stderr is not None
+        while not any("HTTP: listening on" in line for line in lines):
+            lines.append(proc.stderr.readline())
+        assert all(LOG_LINE.match(line) for line in lines), lines
+        assert "INFO: nsqd v1.3.0-py0.1.0 (built w/python" in lines[0]
+        assert re.search(r"INFO: ID: \d+$", lines[1])
+        tcp = next(line for line in lines if "TCP: listening on" in line)
+        port = int(tcp.rsplit(":", 1)[1])
+        assert port > 0
+        conn = RawConn(port)
+        conn.send("PUB t", b"x")
+        assert conn.frame() == (0, b"OK")
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_address_in_use_is_fatal(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_nsqd(f"--tcp-address=127.0.0.1:{port}", f"--data-path={tmp_path}")
+    assert result.returncode == 1
+    assert (f"FATAL: failed to instantiate nsqd - listen (127.0.0.1:{port}) failed - listen tcp "
+            f"127.0.0.1:{port}: bind: address already in use") in result.stderr
+
+
+def test_bad_node_id_and_unknown_flag(tmp_path: Path) -> None:
+    result = run_nsqd("--node-id=1024", f"--data-path={tmp_path}")
+    assert result.returncode == 1
+    assert "FATAL: failed to instantiate nsqd - --node-id must be [0,1024)" in result.stderr
+    result = run_nsqd("--no-such-flag")
+    assert result.returncode == 2
+    assert "flag provided but not defined: -no-such-flag" in result.stderr
+    assert "Usage of nsqd:" in result.stderr
+    assert run_nsqd("-h").returncode == 0
+
+
+def test_flag_beats_config_beats_default(tmp_path: Path) -> None:
+    config = tmp_path / "nsqd.toml"
+    http_port, tcp_port = free_port(), free_port()
+    config.write_text(f'http_address = "127.0.0.1:{http_port}"\ntcp_address = "127.0.0.1:1"\n'
+                      'max_rdy_count = 42\nmsg_timeout = "7s"\nmem_queue_size = 123\n')
+    proc = subprocess.Popen([str(NSQD_BIN), f"--config={config}", "--max-rdy-count=43",
+                             f"--tcp-address=127.0.0.1:{tcp_port}", f"--data-path={tmp_path}"],
+                            stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{http_port}"
+    try:
+        wait_for(lambda: _pings(base))
+        assert requests.get(f"{base}/config/max_rdy_count", timeout=5).json() == 43
+        assert requests.get(f"{base}/config/msg_timeout", timeout=5).json() == 7_000_000_000
+        assert requests.get(f"{base}/config/mem_queue_size", timeout=5).json() == 123
+        assert requests.get(f"{base}/config/max_msg_size", timeout=5).json() == 1048576
+        assert requests.get(f"{base}/config/tcp_address", timeout=5).text == f"127.0.0.1:{tcp_port}"  # strings raw
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0
+
+
+def _pings(base: str) -> bool:
+    try:
+        return requests.get(f"{base}/ping", timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def test_bad_config_file_is_fatal(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("mem_queue_size = [\n")
+    result = run_nsqd(f"--config={config}")
+    assert result.returncode == 1
+    assert f"FATAL: failed to load config file {config} - " in result.stderr
+
+
+def test_log_level_and_prefix(tmp_path: Path) -> None:
+    (tmp_path / "nsqd.dat").write_text('{"topics":[{"name":"bad!","paused":false,"channels":null}],"version":"1.3.0"}')
+    proc = NsqdProcess(tmp_path, "--log-level=warn", "--log-prefix=[custom] ").start()
+    assert proc.stop() == 0
+    lines = [line for line in proc.log().splitlines() if line]
+    assert lines, "the warning must be logged"
+    assert all(line.startswith("[custom] ") for line in lines)
+    assert not any(" INFO: " in line for line in lines)
+    assert any(" WARNING: skipping creation of invalid topic bad!" in line for line in lines)
