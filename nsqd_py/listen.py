@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
@@ -39,8 +40,7 @@ def listen(address: str, backlog: int = 1024) -> socket.socket:
 
     try:
         if is_unix_address(address):
-            if os.path.exists(address):
-                os.unlink(address)
+            # like Go, an existing file at the path is an error ("address already in use"), never removed
             sock = gsocket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.bind(address)
         else:
@@ -70,6 +70,18 @@ def _bind_tcp(gsocket, host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     return sock
+
+
+def unix_path(sock: socket.socket) -> str | None:
+    """The file of a unix socket listener (None for TCP); read it before closing the socket."""
+    return sock.getsockname() if sock.family == socket.AF_UNIX else None
+
+
+def remove_socket_file(path: str | None) -> None:
+    """After closing a unix listener its file goes too, as Go's UnixListener.Close does."""
+    if path:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def port_of(sock: socket.socket) -> int:

@@ -18,13 +18,16 @@ class Program(Protocol):
 def run(program: Program, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
     """Run ``program`` until one of ``signals``; later signals during stop are ignored so the
     flush to disk always completes. Errors from init/start propagate to the caller."""
-    program.init()
     stop_requested = Event()
+    # before init: its listeners accept at once, and a signal from then on must mean a graceful stop
     handlers = [gevent.signal_handler(sig, stop_requested.set) for sig in signals]
     try:
-        program.start()
-        stop_requested.wait()
+        program.init()
+        try:
+            program.start()
+            stop_requested.wait()
+        finally:
+            program.stop()
     finally:
-        program.stop()
         for handler in handlers:
             handler.cancel()

@@ -9,7 +9,7 @@ import struct
 from gevent.server import StreamServer
 
 from ..core.nsqd import NSQD
-from ..listen import display_address
+from ..listen import display_address, remove_socket_file, unix_path
 from .client import ClientV2
 from .protocol import ProtocolV2
 
@@ -34,6 +34,7 @@ class TCPServer:
         self.nsqd = nsqd
         self.listener = listener
         self.address = display_address(listener)
+        self._unix_path = unix_path(listener)
         self.connections: dict[int, ClientV2] = {}
         self._server = StreamServer(listener, self._handle)
 
@@ -44,6 +45,7 @@ class TCPServer:
     def close_listener(self) -> None:
         self.nsqd.logger.info(f"TCP: closing {self.address}")
         self._server.close()
+        remove_socket_file(self._unix_path)
 
     def close_clients(self) -> None:
         for client in list(self.connections.values()):

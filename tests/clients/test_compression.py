@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -13,7 +14,8 @@ from tests.support import NsqdProcess
 
 
 def bodies(prefix: str) -> list[bytes]:
-    return [f"{prefix}-{i}".encode() * 20 for i in range(100)] + [bytes(range(256)) * 100]
+    """Compressible text, repetitive binary and 1 MiB of incompressible random bytes."""
+    return [f"{prefix}-{i}".encode() * 20 for i in range(100)] + [bytes(range(256)) * 100, os.urandom(1_048_576)]
 
 
 def test_pynsq_deflate_writer_and_reader(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack,

@@ -14,6 +14,7 @@ from tests.clients.util import (
     gnsq_producer,
     pause,
     pub,
+    publish,
     raw_subscriber,
     recv_message,
     settle,
@@ -161,3 +162,83 @@ def test_ephemeral_channel_forgets_messages_when_last_consumer_leaves(shared_nsq
     pause(0.3)
     assert again.bodies == [b"m3"], "the re-created ephemeral channel must not hold messages from before"
     assert sorted(keep.bodies) == [b"m1", b"m2", b"m3"]
+
+
+def test_ten_consumers_exactly_once(shared_nsqd: NsqdProcess, cleanup: ExitStack, name: Callable[[str], str]) -> None:
+    """Ten gnsq consumers on one channel, 2000 messages: no message lost or duplicated across them."""
+    topic = name("d_ten")
+    consumers = []
+    for _ in range(10):
+        c = GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=10)
+        cleanup.callback(c.close)
+        consumers.append(c)
+    producer = gnsq_producer(shared_nsqd.tcp_address)
+    cleanup.callback(producer.close)
+    bodies = [f"t{i}".encode() for i in range(2000)]
+    for i in range(0, 2000, 100):
+        producer.multipublish(topic, bodies[i:i + 100])
+
+    def total() -> int:
+        return sum(len(c.received) for c in consumers)
+
+    wait_until(lambda: total() >= 2000, timeout=20, what="2000 deliveries")
+    assert settle(total, quiet=0.5) == 2000
+    assert Counter(b for c in consumers for b in c.bodies) == Counter(bodies)
+    assert sum(1 for c in consumers if c.received) >= 2, "deliveries should spread over several consumers"
+
+
+def test_dpub_to_topic_without_channels_counts_from_hand_off(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                             name: Callable[[str], str]) -> None:
+    """DPUB 1000 to a topic with no channel yet: the topic holds it; the delay runs from when the first channel
+    takes it (SUB), not from the publish."""
+    topic = name("d_dpub_nochan")
+    publisher = RawConn(shared_nsqd.tcp_port)
+    cleanup.callback(publisher.close)
+    publisher.send(f"DPUB {topic} 1000", b"held")
+    assert publisher.frame() == (FRAME_RESPONSE, b"OK")
+    pause(0.6)
+    consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
+    cleanup.callback(consumer.close)
+    subscribed = time.monotonic()
+    r = wait_until(lambda: consumer.received and consumer.received[0], timeout=10, what="the deferred message")
+    assert r.body == b"held"
+    assert r.at - subscribed >= 0.8, f"delivered {r.at - subscribed:.2f}s after the channel appeared"
+
+
+def drain(conn: RawConn, quiet: float = 0.6) -> list[bytes]:
+    """Bodies of all messages until none arrives for ``quiet`` seconds (each one FINished)."""
+    bodies: list[bytes] = []
+    conn.sock.settimeout(quiet)
+    while True:
+        try:
+            m = conn.message()
+        except TimeoutError:
+            return bodies
+        bodies.append(m.body)
+        conn.send(f"FIN {m.id.decode()}")
+
+
+def test_sample_rate_99_delivers_everything(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                            name: Callable[[str], str]) -> None:
+    """A message is skipped only if a random int in [0,100) is greater than the rate: 99 never skips."""
+    topic = name("d_sr99")
+    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500, sample_rate=99)
+    cleanup.callback(sub.close)
+    publish(shared_nsqd.tcp_port, topic, *[b"%d" % i for i in range(2000)])
+    assert len(drain(sub)) == 2000
+
+
+def test_sampled_out_messages_are_dropped_for_the_channel(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                          name: Callable[[str], str]) -> None:
+    """Two consumers of one channel, one with sample_rate 50: what it skips is gone, not handed to the other."""
+    topic = name("d_srmix")
+    sampled = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500, sample_rate=50)
+    cleanup.callback(sampled.close)
+    full = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500)
+    cleanup.callback(full.close)
+    publish(shared_nsqd.tcp_port, topic, *[b"%d" % i for i in range(2000)])
+    got_sampled, got_full = drain(sampled), drain(full)
+    assert got_sampled, "the sampled consumer should get part of the stream"
+    assert len(set(got_sampled + got_full)) == len(got_sampled) + len(got_full), "duplicates"
+    assert len(got_sampled) + len(got_full) <= 1950, \
+        f"{len(got_sampled)} + {len(got_full)}: skipped messages must be dropped, not redelivered"

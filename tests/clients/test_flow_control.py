@@ -7,9 +7,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
-import pytest
-
-from tests.clients.util import pub, raw_subscriber, recv_message
+from tests.clients.util import TinyWindowConn, pub, raw_subscriber, recv_message
 from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, NsqdProcess, RawConn, mpub_body
 
 
@@ -89,16 +87,55 @@ def test_response_frame_flushes_buffered_messages(shared_nsqd: NsqdProcess, clea
     assert sub.frame() == (FRAME_RESPONSE, b"OK")
 
 
-@pytest.mark.slow
+def test_heartbeat_flushes_buffered_messages(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                             name: Callable[[str], str]) -> None:
+    """output_buffer_timeout 5000 but heartbeat_interval 1000: the heartbeat frame flushes the buffered message,
+    so it arrives (just before the heartbeat) long before the 5 s buffer timeout."""
+    topic = name("fc_hbflush")
+    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=100, output_buffer_timeout=5000,
+                         heartbeat_interval=1000)
+    cleanup.callback(sub.close)
+    sent = published_at(shared_nsqd.tcp_port, topic, b"carried", cleanup)
+    sub.sock.settimeout(4)
+    first = sub.frame(skip_heartbeats=False)
+    assert first[0] == FRAME_MESSAGE and Message.parse(first[1]).body == b"carried"
+    assert time.monotonic() - sent < 2.5, "the buffered message waited for the 5 s timeout, not the heartbeat"
+    assert sub.frame(skip_heartbeats=False) == (FRAME_RESPONSE, b"_heartbeat_")
+
+
 def test_slow_consumer_does_not_block_publisher_or_other_channel(shared_nsqd: NsqdProcess, cleanup: ExitStack,
                                                                  name: Callable[[str], str]) -> None:
     """A consumer with RDY 2500 that never reads its socket; 20,000 x 1 KB are published without stalling and
     the consumer of another channel gets every one of them."""
-    topic = name("fc_slow")
-    total, batch = 20_000, 500
-    slow = raw_subscriber(shared_nsqd.tcp_port, topic, "slow", rdy=2500)
+    slow, received = run_slow_and_fast(shared_nsqd.tcp_port, name("fc_slow"), 20_000, 1024, cleanup)
+    assert sorted(received) == [f"{i:08d}".encode() for i in range(20_000)]
+    # What the slow consumer was sent is intact once it finally reads.
+    slow.sock.settimeout(10)
+    for _ in range(50):
+        m = slow.message()
+        assert len(m.body) == 1024 and m.body.endswith(b"k" * 1016)
+
+
+def test_consumer_blocking_the_servers_writes_does_not_stall_others(shared_nsqd: NsqdProcess, cleanup: ExitStack,
+                                                                    name: Callable[[str], str]) -> None:
+    """64 KiB messages: the stalled consumer's share (RDY 2500) is far beyond what kernel buffers hold (tiny
+    receive window), so the server's writes to it really block; publishing and the other channel carry on."""
+    slow, received = run_slow_and_fast(shared_nsqd.tcp_port, name("fc_block"), 400, 65536, cleanup)
+    assert sorted(received) == [f"{i:08d}".encode() for i in range(400)]
+    slow.sock.settimeout(10)
+    m = slow.message()
+    assert len(m.body) == 65536
+
+
+def run_slow_and_fast(port: int, topic: str, total: int, size: int, cleanup: ExitStack) -> tuple[RawConn, list[bytes]]:
+    """Subscribe a never-reading consumer (channel "slow", RDY 2500, tiny receive window) and a reading one
+    (channel "fast", FINs in batches, in a thread); MPUB ``total`` bodies of ``size`` bytes; return the slow
+    connection and the 8-byte sequence prefixes the fast consumer got."""
+    slow = TinyWindowConn(port)
     cleanup.callback(slow.close)
-    fast = raw_subscriber(shared_nsqd.tcp_port, topic, "fast", rdy=2500)
+    assert slow.sub(topic, "slow") == (FRAME_RESPONSE, b"OK")
+    slow.send("RDY 2500")
+    fast = raw_subscriber(port, topic, "fast", rdy=2500)
     cleanup.callback(fast.close)
     fast.sock.settimeout(20)
 
@@ -112,7 +149,7 @@ def test_slow_consumer_does_not_block_publisher_or_other_channel(shared_nsqd: Ns
                 m = fast.message()
                 received.append(m.body[:8])
                 pending.append(f"FIN {m.id.decode()}\n")
-                if len(pending) >= 200:
+                if len(pending) >= 100:
                     fast.send_raw("".join(pending).encode())
                     pending.clear()
             if pending:
@@ -122,21 +159,14 @@ def test_slow_consumer_does_not_block_publisher_or_other_channel(shared_nsqd: Ns
 
     reader = threading.Thread(target=consume, daemon=True)
     reader.start()
-
-    publisher = RawConn(shared_nsqd.tcp_port, timeout=15)
+    publisher = RawConn(port, timeout=15)  # a stalled publisher shows up as a timeout here
     cleanup.callback(publisher.close)
+    batch = max(1, min(500, 4_000_000 // size))
     for start in range(0, total, batch):
-        bodies = [f"{i:08d}".encode() + b"k" * 1016 for i in range(start, start + batch)]
+        bodies = [f"{i:08d}".encode() + b"k" * (size - 8) for i in range(start, min(total, start + batch))]
         publisher.send(f"MPUB {topic}", mpub_body(bodies))
         assert publisher.frame() == (FRAME_RESPONSE, b"OK"), f"MPUB at {start} failed"
-
     reader.join(60)
     assert not failure, failure
-    assert not reader.is_alive(), f"fast channel got only {len(received)}/{total}"
-    assert sorted(received) == [f"{i:08d}".encode() for i in range(total)]
-
-    # The slow consumer was never starved of correctness either: what it buffered is intact.
-    slow.sock.settimeout(10)
-    for _ in range(50):
-        m = slow.message()
-        assert len(m.body) == 1024 and m.body.endswith(b"k" * 1016)
+    assert not reader.is_alive(), f"the fast channel got only {len(received)}/{total}"
+    return slow, received

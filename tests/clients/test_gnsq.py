@@ -35,7 +35,7 @@ def test_producer_publish_and_multipublish(shared_nsqd: NsqdProcess, cleanup: Ex
 
 
 def test_producer_publish_defer(shared_nsqd: NsqdProcess, cleanup: ExitStack, name: Callable[[str], str]) -> None:
-    """Producer.publish(defer=1500) is delivered no earlier than ~1.4 s after the publish."""
+    """Producer.publish(defer=1000) is delivered no earlier than ~0.9 s after the publish."""
     topic = name("g_defer")
     consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
     cleanup.callback(consumer.close)
@@ -43,11 +43,11 @@ def test_producer_publish_defer(shared_nsqd: NsqdProcess, cleanup: ExitStack, na
     cleanup.callback(producer.close)
     assert producer.publish(topic, b"now") == b"OK"
     wait_until(lambda: consumer.bodies == [b"now"], what="immediate message")
-    assert producer.publish(topic, b"deferred", defer=1500) == b"OK"
+    assert producer.publish(topic, b"deferred", defer=1000) == b"OK"
     sent = time.monotonic()
     r = wait_until(lambda: len(consumer.received) > 1 and consumer.received[1], timeout=10, what="deferred message")
     assert r.body == b"deferred"
-    assert r.at - sent >= 1.4, f"defer=1500 delivered after {r.at - sent:.3f}s"
+    assert r.at - sent >= 0.9, f"defer=1000 delivered after {r.at - sent:.3f}s"
 
 
 def test_connection_dpublish_and_errors(shared_nsqd: NsqdProcess, cleanup: ExitStack,
@@ -111,21 +111,6 @@ def test_heartbeats_keep_idle_consumer_connected(shared_nsqd: NsqdProcess, clean
     wait_until(lambda: consumer.bodies == [b"after idle"], what="delivery after idling")
 
 
-def test_silent_client_dropped_after_two_heartbeat_intervals(shared_nsqd: NsqdProcess, cleanup: ExitStack) -> None:
-    """A connection that never answers heartbeats (interval 1 s) is closed by nsqd after ~2 s."""
-    conn = gnsq_connection(shared_nsqd.tcp_port, heartbeat_interval=1)
-    cleanup.callback(conn.close_stream)
-    start = time.monotonic()
-    conn.stream.socket.settimeout(10)
-    frames = 0
-    with pytest.raises(gnsq.errors.NSQSocketError):
-        while True:
-            conn._read_response()  # raw read: does not auto-NOP
-            frames += 1
-    assert 1.5 <= time.monotonic() - start <= 6
-    assert frames >= 1
-
-
 @pytest.mark.parametrize("rate", [50])
 def test_sample_rate(shared_nsqd: NsqdProcess, cleanup: ExitStack, name: Callable[[str], str], rate: int) -> None:
     """sample_rate 50 over 2000 messages delivers roughly half (30-70 %); an unsampled channel gets all."""
@@ -139,7 +124,7 @@ def test_sample_rate(shared_nsqd: NsqdProcess, cleanup: ExitStack, name: Callabl
     for i in range(0, 2000, 500):
         producer.multipublish(topic, [f"s{j}".encode() for j in range(i, i + 500)])
     wait_until(lambda: len(full.received) >= 2000, timeout=20, what="the unsampled channel to get all 2000")
-    got = settle(lambda: len(sampled.received), quiet=1.0)
+    got = settle(lambda: len(sampled.received), quiet=0.6)
     assert 600 <= got <= 1400, f"sample_rate {rate} delivered {got}/2000"
     assert len(set(sampled.bodies)) == got, "sampled messages must not be duplicated"
     assert {r.attempts for r in sampled.received} == {1}

@@ -119,7 +119,7 @@ def test_touch_and_fin_after_timeout_fail_softly(shared_nsqd: NsqdProcess, clean
     publish(shared_nsqd.tcp_port, topic, b"slow")
     msg = recv_message(sub)
     sub.send("RDY 0")
-    time.sleep(2.0)  # past msg_timeout + scan slack; the message is back in the queue, not in flight
+    time.sleep(1.5)  # past msg_timeout + scan slack; the message is back in the queue, not in flight
     mid = msg.id.decode()
     sub.sock.settimeout(5)
     sub.send(f"TOUCH {mid}")
@@ -177,4 +177,4 @@ def test_timed_out_message_redelivered_to_same_consumer_can_be_finished(shared_n
     assert (second.id, second.attempts) == (first.id, 2)
     sub.send(f"FIN {second.id.decode()}")
     settled_ok(sub, name("if_probe"))
-    assert nothing_arrives(sub, 1.6), "a FINished message came back"
+    assert nothing_arrives(sub, 1.2), "a FINished message came back"

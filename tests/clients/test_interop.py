@@ -83,3 +83,17 @@ def test_mixed_consumers_share_a_channel(shared_nsqd: NsqdProcess, io: IOLoopThr
     assert settle(lambda: len(reader.received) + len(consumer.received), quiet=0.5) == 400
     assert Counter(reader.bodies + consumer.bodies) == Counter(bodies), "duplicated or lost messages"
     assert reader.received and consumer.received, (len(reader.received), len(consumer.received))
+
+
+def test_large_mpub_gnsq_to_pynsq(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack,
+                                  name: Callable[[str], str]) -> None:
+    """gnsq MPUB of 4 random 1 MiB bodies (a ~4 MiB command) reaches a pynsq Reader intact."""
+    topic = name("x_big")
+    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=4)
+    cleanup.callback(reader.close)
+    producer = gnsq_producer(shared_nsqd.tcp_address)
+    cleanup.callback(producer.close)
+    bodies = [os.urandom(1_048_576) for _ in range(4)]
+    assert producer.multipublish(topic, bodies) == b"OK"
+    wait_until(lambda: len(reader.received) >= 4, timeout=15, what="4 large messages")
+    assert sorted(reader.bodies) == sorted(bodies)

@@ -7,7 +7,16 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from tests.clients.util import IOLoopThread, PynsqReader, PynsqWriter, pause, settle, wait_until
+from tests.clients.util import (
+    IOLoopThread,
+    NsqdFactory,
+    PynsqReader,
+    PynsqWriter,
+    pause,
+    publish,
+    settle,
+    wait_until,
+)
 from tests.support import NsqdProcess
 
 
@@ -78,7 +87,7 @@ def test_rdy_window_of_50_over_500_messages(shared_nsqd: NsqdProcess, io: IOLoop
 
 def test_req_with_delay_redelivers_after_delay(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack,
                                                name: Callable[[str], str]) -> None:
-    """REQ 1500 ms: the message comes back no earlier than ~1.4 s later with attempts 2."""
+    """REQ 1000 ms: the message comes back no earlier than ~0.9 s later with attempts 2."""
     topic = name("py_req")
     reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False)
     cleanup.callback(reader.close)
@@ -87,10 +96,10 @@ def test_req_with_delay_redelivers_after_delay(shared_nsqd: NsqdProcess, io: IOL
     writer.pub(topic, b"again")
     first = wait_until(lambda: reader.received and reader.received[0], what="first delivery")
     assert first.attempts == 1
-    reader.requeue(first, 1500)
+    reader.requeue(first, 1000)
     sent = time.monotonic()
     second = wait_until(lambda: len(reader.received) > 1 and reader.received[1], timeout=10, what="redelivery")
-    assert second.at - sent >= 1.4, f"REQ 1500 redelivered after {second.at - sent:.3f}s"
+    assert second.at - sent >= 0.9, f"REQ 1000 redelivered after {second.at - sent:.3f}s"
     assert (second.id, second.body, second.attempts) == (first.id, b"again", 2)
     assert second.timestamp == first.timestamp, "timestamp is the original publish time"
     reader.finish(second)
@@ -121,7 +130,7 @@ def test_req_zero_redelivers_at_once(shared_nsqd: NsqdProcess, io: IOLoopThread,
 
 def test_touch_keeps_message_past_msg_timeout(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack,
                                               name: Callable[[str], str]) -> None:
-    """msg_timeout 1 s, TOUCH every 300 ms for 3 s: no redelivery, and the late FIN is accepted."""
+    """msg_timeout 1 s, TOUCH every 300 ms for 2.1 s: no redelivery, and the late FIN is accepted."""
     topic = name("py_touch")
     reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False, msg_timeout=1)
     cleanup.callback(reader.close)
@@ -129,13 +138,13 @@ def test_touch_keeps_message_past_msg_timeout(shared_nsqd: NsqdProcess, io: IOLo
     cleanup.callback(writer.close)
     writer.pub(topic, b"hold")
     r = wait_until(lambda: reader.received and reader.received[0], what="delivery")
-    end = time.monotonic() + 3
+    end = time.monotonic() + 2.1
     while time.monotonic() < end:
         pause(0.3)
         reader.touch(r)
     assert len(reader.received) == 1, "a TOUCHed message was redelivered"
     reader.finish(r)
-    pause(1.5)  # past another msg_timeout: a FINished message must not come back either
+    pause(1.2)  # past another msg_timeout: a FINished message must not come back either
     assert len(reader.received) == 1
     assert reader.errors == [], "TOUCH/FIN of an in-flight message must not fail"
 
@@ -160,17 +169,17 @@ def test_msg_timeout_redelivers_with_attempts_2(shared_nsqd: NsqdProcess, io: IO
 
 def test_dpub_arrives_after_delay(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack,
                                   name: Callable[[str], str]) -> None:
-    """Writer.dpub(1500 ms): the message is not delivered before ~1.4 s; its timestamp is the publish time."""
+    """Writer.dpub(1000 ms): the message is not delivered before ~0.9 s; its timestamp is the publish time."""
     topic = name("py_dpub")
     reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch")
     cleanup.callback(reader.close)
     writer = PynsqWriter(io, shared_nsqd.tcp_address)
     cleanup.callback(writer.close)
     wall = time.time()
-    assert writer.dpub(topic, 1500, b"later") == b"OK"
+    assert writer.dpub(topic, 1000, b"later") == b"OK"
     sent = time.monotonic()
     r = wait_until(lambda: reader.received and reader.received[0], timeout=10, what="deferred delivery")
-    assert r.at - sent >= 1.4, f"DPUB 1500 delivered after {r.at - sent:.3f}s"
+    assert r.at - sent >= 0.9, f"DPUB 1000 delivered after {r.at - sent:.3f}s"
     assert (r.body, r.attempts) == (b"later", 1)
     assert abs(r.timestamp / 1e9 - wall) < 1.0, "timestamp should be the publish time, not the delivery time"
 
@@ -188,4 +197,20 @@ def test_heartbeats_keep_idle_reader_connected(shared_nsqd: NsqdProcess, io: IOL
     cleanup.callback(writer.close)
     writer.pub(topic, b"still here")
     wait_until(lambda: reader.bodies == [b"still here"], what="delivery after idling")
+    assert reader.errors == []
+
+
+def test_server_limits_reach_the_reader(nsqd_factory: NsqdFactory, io: IOLoopThread, cleanup: ExitStack) -> None:
+    """--max-rdy-count=10 and --msg-timeout=1s: the Reader (max_in_flight 50) is capped at 10 in flight by the
+    IDENTIFY reply, and without its own msg_timeout the server default of 1 s frees the window."""
+    nsqd = nsqd_factory("--max-rdy-count=10", "--msg-timeout=1s")
+    reader = PynsqReader(io, nsqd.tcp_address, "limits", "ch", auto_finish=False, max_in_flight=50)
+    cleanup.callback(reader.close)
+    publish(nsqd.tcp_port, "limits", *[b"%d" % i for i in range(30)])
+    wait_until(lambda: len(reader.received) >= 10, what="10 deliveries")
+    first = reader.received[0].at
+    pause(0.5)
+    assert len(reader.received) == 10, "more than --max-rdy-count messages in flight"
+    wait_until(lambda: len(reader.received) > 10, timeout=5, what="the window to reopen after msg_timeout")
+    assert reader.received[10].at - first >= 0.9
     assert reader.errors == []

@@ -5,19 +5,22 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.clients.util import UnixConn
-from tests.support import FRAME_RESPONSE, NsqdProcess, mpub_body
+from tests.support import FRAME_RESPONSE, NSQD_BIN, NsqdProcess, mpub_body
 
 
 class UnixNsqd(NsqdProcess):
-    """nsqd whose TCP listener is a unix socket; ready once the socket accepts connections."""
+    """nsqd whose TCP listener is a unix socket (the later --tcp-address flag wins); ready once the socket
+    accepts connections and HTTP /ping answers."""
 
     def __init__(self, data_path: Path, sock_path: str) -> None:
         super().__init__(data_path, f"--tcp-address={sock_path}")
@@ -25,8 +28,6 @@ class UnixNsqd(NsqdProcess):
 
     def start(self, timeout: float = 20) -> UnixNsqd:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        import subprocess
-
         self.proc = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -35,8 +36,11 @@ class UnixNsqd(NsqdProcess):
             try:
                 with socket.socket(socket.AF_UNIX) as s:
                     s.connect(self.sock_path)
+                # The listener accepts as soon as it is bound; /ping answers only once nsqd is fully started
+                # (signal handlers installed), so an immediate SIGTERM is then a graceful stop.
+                requests.get(f"{self.http_url}/ping", timeout=1)
                 return self
-            except OSError:
+            except (OSError, requests.RequestException):
                 time.sleep(0.05)
         raise RuntimeError(f"nsqd did not listen on {self.sock_path}:\n{self.log()}")
 
@@ -75,20 +79,31 @@ def test_pub_sub_over_unix_socket(unix_nsqd: UnixNsqd) -> None:
         publisher.close()
 
 
-def test_unix_socket_path_removed_or_reusable_after_restart(tmp_path: Path) -> None:
-    """A stale socket file from a previous run does not prevent the next start."""
+def test_graceful_stop_removes_the_socket_file(unix_nsqd: UnixNsqd) -> None:
+    """Like Go's UnixListener.Close: after SIGTERM the socket file is gone."""
+    assert os.path.exists(unix_nsqd.sock_path)
+    assert unix_nsqd.stop() == 0
+    assert not os.path.exists(unix_nsqd.sock_path), "the unix socket file was left behind after a graceful stop"
+
+
+def test_existing_file_at_the_path_is_not_clobbered(tmp_path: Path) -> None:
+    """Go's net.Listen("unix") never unlinks: an existing file at the path is a fatal bind error (exit 1), and
+    the file is left alone."""
     sock_dir = tempfile.mkdtemp(prefix="nsqd", dir="/tmp")
     path = os.path.join(sock_dir, "nsqd.sock")
     try:
-        first = UnixNsqd(tmp_path / "d1", path).start()
-        first.stop(sig=9)  # leaves the socket file behind
-        second = UnixNsqd(tmp_path / "d2", path).start()
+        Path(path).write_text("not a socket")
+        args = [str(NSQD_BIN), f"--tcp-address={path}", "--http-address=", f"--data-path={tmp_path}"]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            conn = UnixConn(path)
-            conn.send("PUB t", b"y")
-            assert conn.frame() == (FRAME_RESPONSE, b"OK")
-            conn.close()
-        finally:
-            second.stop()
+            output = proc.communicate(timeout=3)[0]
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            output = proc.communicate()[0]
+            pytest.fail(f"nsqd started listening on {path} although a file existed there:\n{output[-500:]}")
+        assert proc.returncode == 1, output
+        assert (f"FATAL: failed to instantiate nsqd - listen ({path}) failed - listen unix {path}: bind: "
+                "address already in use") in output
+        assert Path(path).read_text() == "not a socket"
     finally:
         shutil.rmtree(sock_dir, ignore_errors=True)

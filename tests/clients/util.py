@@ -312,3 +312,16 @@ class UnixConn(RawConn):
         self.buf = b""
 
 
+
+
+class TinyWindowConn(RawConn):
+    """:class:`RawConn` over TCP whose receive buffer is set tiny before connecting, so a client that stops
+    reading pushes back on the server almost at once."""
+
+    def __init__(self, port: int, rcvbuf: int = 4096, timeout: float = 5) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect(("127.0.0.1", port))
+        self.sock.sendall(b"  V2")
+        self.buf = b""
