@@ -6,6 +6,9 @@ import socket
 
 import gevent
 
+from . import sdnotify
+from .cluster.lookup import LookupLoop
+from .cluster.statsd import StatsdPusher
 from .core.nsqd import NSQD, StartupError
 from .http.server import HTTPServer
 from .listen import ListenError, listen, port_of
@@ -27,6 +30,8 @@ class NSQDProgram:
         self.tcp_server: TCPServer | None = None
         self.http_server: HTTPServer | None = None
         self._listeners: list[socket.socket] = []
+        self.lookup: LookupLoop | None = None
+        self.statsd = StatsdPusher(self.nsqd)
 
     def init(self) -> None:
         """Lock the data dir, open the listeners, load metadata; StartupError on any failure."""
@@ -57,6 +62,7 @@ class NSQDProgram:
             nsqd.persist_metadata()
         except OSError as err:
             raise StartupError(f"failed to persist metadata - {err}") from None
+        self.lookup = nsqd.lookup = LookupLoop(nsqd)
 
     def _listen(self, address: str) -> socket.socket:
         sock = listen(address)
@@ -73,15 +79,23 @@ class NSQDProgram:
         if self.http_server is not None:
             self.http_server.start()
         self.nsqd.start()
+        if self.lookup is not None:
+            self.lookup.start()
+        self.statsd.start()
+        sdnotify.ready()
 
     def stop(self) -> None:
         """Listeners first, then clients, then flush everything to disk (NSQD.exit)."""
+        sdnotify.stopping()
         if self.tcp_server is not None:
             self.tcp_server.close_listener()
             self.tcp_server.close_clients()
         if self.http_server is not None:
             self.http_server.close()
         self._wait_for_connections()
+        if self.lookup is not None:
+            self.lookup.close()
+        self.statsd.close()
         self.nsqd.exit()
 
     def _wait_for_connections(self) -> None:

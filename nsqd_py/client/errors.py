@@ -33,3 +33,7 @@ class ServerError(NSQError):
 
 class HTTPError(NSQError):
     """An HTTP call to nsqd or nsqlookupd failed (unreachable, non-200 status or bad JSON)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

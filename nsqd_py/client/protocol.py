@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import ProtocolError
+
 MAGIC_V2 = b"  V2"
 FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2
 HEARTBEAT = b"_heartbeat_"
@@ -48,8 +50,6 @@ class Message:
     @classmethod
     def decode(cls, data: bytes, conn: Any = None) -> Message:
         if len(data) < MESSAGE_HEADER:
-            from .errors import ProtocolError
-
             raise ProtocolError(f"message frame too short ({len(data)} bytes)")
         timestamp, attempts = _MESSAGE.unpack_from(data)
         return cls(data[10:26], data[26:], timestamp, attempts, conn)

@@ -16,6 +16,7 @@ import gevent
 
 from .consumer import Consumer
 from .diskqueue import BackendError
+from .e2e import E2ELatency
 from .errors import ExitingError, MessageError
 from .message import Message
 from .queue import MessageQueue, Parked, park, unpark
@@ -42,6 +43,7 @@ class Channel:
         "_queue",
         "_rr",
         "_seq",
+        "e2e_latency",
         "ephemeral",
         "exiting",
         "message_count",
@@ -74,6 +76,8 @@ class Channel:
         self.message_count = 0
         self.requeue_count = 0
         self.timeout_count = 0
+        #: FIN latencies, when --e2e-processing-latency-percentile is set
+        self.e2e_latency = E2ELatency.for_options(nsqd.opts)
 
     # ---- introspection (stats) ----------------------------------------------------------------
 
@@ -233,6 +237,8 @@ class Channel:
         ``dispatch=False`` and calls :meth:`dispatch` once afterwards."""
         msg = self._pop_in_flight(client, msg_id)
         client.finish_count += 1
+        if self.e2e_latency is not None:
+            self.e2e_latency.insert(msg.timestamp)
         self._release_token(msg)
         msg.client = None
         if dispatch:

@@ -27,6 +27,7 @@ from .names import is_valid_name
 from .topic import Topic
 
 if TYPE_CHECKING:
+    from ..cluster.lookup import LookupLoop
     from ..options import Options
     from .channel import Channel
 
@@ -55,6 +56,8 @@ class NSQD:
         self._next_client_id = 0
         #: called with (event, topic, channel) for topic/channel create/delete (lookupd peers listen)
         self.listeners: list[Callable[[str, Topic, Channel | None], None]] = []
+        #: the nsqlookupd registration loop, once the program has created it (PUT /config reaches it here)
+        self.lookup: LookupLoop | None = None
         self.data_path = os.path.abspath(opts.data_path or os.getcwd())
         #: real ports once listening (-1 for a unix socket), for /info and lookupd
         self.tcp_port = 0

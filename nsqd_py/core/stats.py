@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..version import NSQ_VERSION
+from .e2e import merged_result
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -115,8 +116,7 @@ def topic_stats(topic: Topic, channel_rows: list[Stats], quantiles: Sequence[flo
         "message_count": topic.message_count,
         "message_bytes": topic.message_bytes,
         "paused": topic.paused,
-        "e2e_processing_latency": topic_e2e_latency([c["e2e_processing_latency"] for c in channel_rows],
-                                                    quantiles),
+        "e2e_processing_latency": topic_e2e_latency(topic.channels.values(), quantiles),
     }
 
 
@@ -193,22 +193,21 @@ _E2E_OFF: Stats = {"count": 0, "percentiles": None}
 
 
 def channel_e2e_latency(channel: Channel, quantiles: Sequence[float]) -> Stats:
-    """E2E HOOK: nsqd samples `now - publish time` at every FIN into a sliding-window quantile stream
-    (internal/quantile) per channel. That computation is a later issue; until the core keeps samples a
-    channel reports what nsqd shows for a channel with no FIN yet: count 0 and every configured quantile 0.
-    Without configured percentiles nsqd has no stream at all: `{"count":0,"percentiles":null}`."""
-    if not quantiles:
+    """nsqd samples `now - publish time` at every FIN into a sliding window per channel (core/e2e.py).
+    Without configured percentiles there is no window: `{"count":0,"percentiles":null}`."""
+    window = channel.e2e_latency
+    if window is None or not quantiles:
         return _E2E_OFF
-    return e2e_result(0, [(q, 0.0) for q in quantiles])
+    return e2e_result(*window.result(quantiles))
 
 
-def topic_e2e_latency(channel_results: Iterable[Stats], quantiles: Sequence[float]) -> Stats:
-    """nsqd merges its channels' streams; a topic without channels (or without percentiles) has none.
-    E2E HOOK: with real samples this must re-query the merged stream instead of summing counts."""
-    results = list(channel_results)
-    if not quantiles or not results:
+def topic_e2e_latency(channels: Iterable[Channel], quantiles: Sequence[float]) -> Stats:
+    """nsqd merges the windows of all the topic's channels (also those a `channel=` filter hides);
+    a topic without channels (or without percentiles) has none."""
+    windows = [c.e2e_latency for c in channels if c.e2e_latency is not None]
+    if not quantiles or not windows:
         return _E2E_OFF
-    return e2e_result(sum(r["count"] for r in results), [(q, 0.0) for q in quantiles])
+    return e2e_result(*merged_result(windows, quantiles))
 
 
 def e2e_result(count: int, values: Iterable[tuple[float, float]]) -> Stats:

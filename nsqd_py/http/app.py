@@ -1,6 +1,7 @@
 """The Falcon app of nsqd's HTTP API: its routes, on a router with nsqd's (httprouter's) rules.
 
-`/debug/*` (Go's pprof and runtime knobs) is not served: it answers like any unknown path.
+`/debug/*` (Go's pprof and runtime knobs) is not served: it answers like any unknown path. `/metrics`
+(Prometheus text, see metrics.py) is ours, not nsqd's.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import falcon
 from ..core.nsqd import NSQD
 from ..options import TLS_REQUIRED
 from .config import Config
+from .metrics import Metrics
 from .pub import MPub, Pub
 from .responses import JSON_TYPE, NSQ_CONTENT_TYPE, status_line
 from .routing import Router
@@ -40,6 +42,7 @@ def create_app(nsqd: NSQD, tls_enabled: bool = False) -> falcon.App:
     app.add_route("/ping", Ping(nsqd), plain=True)
     app.add_route("/info", Info(nsqd))
     app.add_route("/stats", Stats(nsqd))
+    app.add_route("/metrics", Metrics(nsqd), plain=True)
     app.add_route("/pub", Pub(nsqd), log=False)
     app.add_route("/mpub", MPub(nsqd), log=False)
     topics, channels = Topics(nsqd), Channels(nsqd)

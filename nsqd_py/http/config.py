@@ -38,6 +38,8 @@ class Config:
             raise APIError(413, "INVALID_VALUE")
         if opt == "nsqlookupd_tcp_addresses":
             self.nsqd.opts.nsqlookupd_tcp_addresses = _string_list(body)
+            if self.nsqd.lookup is not None:
+                self.nsqd.lookup.set_peers(self.nsqd.opts.nsqlookupd_tcp_addresses)
         elif opt == "log_level":
             level = _LOG_LEVELS.get(body.decode("utf-8", "replace").lower())
             if level is None:

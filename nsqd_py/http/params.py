@@ -55,5 +55,6 @@ def first(query: Query, key: str) -> str | None:
     return found[0] if found else None
 
 
-def bool_param(query: Query, key: str, default: bool = True) -> bool:
-    return BOOL_PARAMS.get(first(query, key) or "", default)
+def bool_param(query: Query, key: str) -> bool:
+    """true/1 or false/0; anything else, or nothing, is true (nsqd's /stats `include_*` parameters)."""
+    return BOOL_PARAMS.get(first(query, key) or "", True)

@@ -168,7 +168,7 @@ def clean_path(path: str) -> str:
 
 
 def _location(path: str, req: falcon.Request | None) -> str:
-    location = quote(path.encode("latin-1", "replace"), safe=_PATH_SAFE)
+    location = quote(path, safe=_PATH_SAFE)  # Falcon has decoded the path as UTF-8
     query = req.query_string if req is not None else ""
     return f"{location}?{query}" if query else location
 

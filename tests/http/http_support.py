@@ -7,11 +7,16 @@ import http.client
 import json
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support import NsqdProcess
+
 FIXTURES = Path("/work/shared/fixtures/http")
+#: the `nsqd_factory` fixture
+NsqdFactory = Callable[..., NsqdProcess]
 
 
 @dataclass

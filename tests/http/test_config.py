@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nsqd_py.options import CONFIG_KEYS
-from tests.http.http_support import Reply, request
+from tests.http.http_support import NsqdFactory, Reply, request
 from tests.support import NsqdProcess
 
 JSON = "application/json; charset=utf-8"
@@ -69,7 +69,7 @@ def test_unknown_options(shared_nsqd: NsqdProcess, key: str) -> None:
     _error(request(shared_nsqd.http_port, "GET", f"/config/{key}"), 400, "INVALID_OPTION")
 
 
-def test_put_log_level_changes_logging(nsqd_factory) -> None:  # noqa: ANN001
+def test_put_log_level_changes_logging(nsqd_factory: NsqdFactory) -> None:
     nsqd = nsqd_factory()
     port = nsqd.http_port
     assert request(port, "PUT", "/config/log_level", b"debug").body == b"1"
@@ -85,13 +85,13 @@ def test_put_log_level_changes_logging(nsqd_factory) -> None:  # noqa: ANN001
 @pytest.mark.parametrize(("body", "status"), [
     (b"loud", 400), (b"warning", 400), (b" info", 400), (b"info\n", 400), (b"\xff", 400), (b"", 413),
 ])
-def test_put_bad_log_level(nsqd_factory, body: bytes, status: int) -> None:  # noqa: ANN001
+def test_put_bad_log_level(nsqd_factory: NsqdFactory, body: bytes, status: int) -> None:
     nsqd = nsqd_factory()
     _error(request(nsqd.http_port, "PUT", "/config/log_level", body), status, "INVALID_VALUE")
     assert request(nsqd.http_port, "GET", "/config/log_level").body == b"2"
 
 
-def test_put_lookupd_addresses(nsqd_factory) -> None:  # noqa: ANN001
+def test_put_lookupd_addresses(nsqd_factory: NsqdFactory) -> None:
     port = nsqd_factory().http_port
     body = b'["127.0.0.1:4160", "lookupd:4160"]'
     assert _value(request(port, "PUT", "/config/nsqlookupd_tcp_addresses", body)) == ["127.0.0.1:4160",
@@ -112,7 +112,7 @@ def test_put_body_is_judged_before_the_option(shared_nsqd: NsqdProcess) -> None:
     _error(request(port, "PUT", "/config/nope"), 413, "INVALID_VALUE")
 
 
-def test_put_body_limit_is_max_msg_size(nsqd_factory) -> None:  # noqa: ANN001
+def test_put_body_limit_is_max_msg_size(nsqd_factory: NsqdFactory) -> None:
     port = nsqd_factory("--max-msg-size=10").http_port
     _error(request(port, "PUT", "/config/nsqlookupd_tcp_addresses", b'["a:1","b:2"]'), 413, "INVALID_VALUE")
     assert _value(request(port, "PUT", "/config/nsqlookupd_tcp_addresses", b'["a:1"]')) == ["a:1"]

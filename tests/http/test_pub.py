@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.http.http_support import Reply, raw_exchange, request
+from tests.http.http_support import NsqdFactory, Reply, raw_exchange, request
 from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_for
 
 JSON = "application/json; charset=utf-8"
@@ -104,7 +104,7 @@ def test_pub_defer_holds_the_message_back(shared_nsqd: NsqdProcess) -> None:
     assert time.time() - start >= 0.6
 
 
-def test_http_publishers_are_not_producers(nsqd_factory) -> None:  # noqa: ANN001
+def test_http_publishers_are_not_producers(nsqd_factory: NsqdFactory) -> None:
     nsqd = nsqd_factory()
     _ok(request(nsqd.http_port, "POST", "/pub?topic=t", b"x"))
     assert nsqd.stats()["producers"] is None
@@ -167,7 +167,7 @@ def test_mpub_binary(shared_nsqd: NsqdProcess, flag: str) -> None:
     assert [conn.message().body for _ in bodies] == bodies
 
 
-def test_mpub_binary_deprecated_value_is_logged(nsqd_factory) -> None:  # noqa: ANN001
+def test_mpub_binary_deprecated_value_is_logged(nsqd_factory: NsqdFactory) -> None:
     nsqd = nsqd_factory()
     _ok(request(nsqd.http_port, "POST", "/mpub?topic=t&binary=yes", mpub_body([b"x"])))
     assert "WARNING: deprecated value 'yes' used for /mpub binary param" in nsqd.log()
@@ -248,3 +248,22 @@ def test_consumer_sees_http_and_tcp_publishes_in_order(shared_nsqd: NsqdProcess)
     _ok(request(shared_nsqd.http_port, "POST", "/mpub?topic=t_mixed", b"3\n4"))
     assert [conn.message().body for _ in range(4)] == [b"1", b"2", b"3", b"4"]
     wait_for(lambda: _topic_stats(shared_nsqd, "t_mixed")["channels"][0]["in_flight_count"] == 4)
+
+
+def test_a_failing_disk_write_is_503_exiting_and_unhealthy(nsqd_factory: NsqdFactory) -> None:
+    """With every message on disk and one file per message, the next data file's path is made a directory."""
+    nsqd = nsqd_factory("--mem-queue-size=0", "--max-bytes-per-file=1")
+    port = nsqd.http_port
+    _ok(request(port, "POST", "/pub?topic=t503", b"x"))
+    blocker = nsqd.data_path / "t503.diskqueue.000001.dat"
+    blocker.mkdir()
+    _error(request(port, "POST", "/pub?topic=t503", b"x"), 503, "EXITING")
+    _error(request(port, "POST", "/mpub?topic=t503", b"a\nb"), 503, "EXITING")
+    ping = request(port, "GET", "/ping")
+    assert ping.status == 500 and ping.body.startswith(b"NOK - ")
+    assert ping.header("Content-Type") == "text/plain; charset=utf-8" and ping.header("X-Nsq-Content-Type") is None
+    assert nsqd.stats()["health"].startswith("NOK - ")
+    assert "INFO: 500 GET /ping (" in nsqd.log()
+    blocker.rmdir()
+    _ok(request(port, "POST", "/pub?topic=t503", b"x"))
+    assert request(port, "GET", "/ping").body == b"OK"

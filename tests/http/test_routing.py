@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.http.http_support import parse_raw_reply, raw_exchange, request
+from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange, request
 from tests.support import NsqdProcess
 
 ALLOW = {
@@ -119,7 +119,7 @@ def test_server_wide_options(shared_nsqd: NsqdProcess) -> None:
     assert reply.status == 405 and reply.header("Allow") == "GET, OPTIONS, POST, PUT"
 
 
-def test_404_and_405_are_logged_but_redirects_and_options_are_not(nsqd_factory) -> None:  # noqa: ANN001
+def test_404_and_405_are_logged_but_redirects_and_options_are_not(nsqd_factory: NsqdFactory) -> None:
     nsqd = nsqd_factory()
     port = nsqd.http_port
     request(port, "GET", "/nope?x=1")

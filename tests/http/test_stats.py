@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.http.http_support import request
+from tests.http.http_support import NsqdFactory, request
 from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_for
 
 TOPIC_KEYS = ["topic_name", "channels", "depth", "backend_depth", "message_count", "message_bytes", "paused",
@@ -50,7 +50,7 @@ def _stats(nsqd: NsqdProcess, query: str = "") -> dict:
     return reply.json()
 
 
-def test_empty_broker(nsqd_factory) -> None:  # noqa: ANN001
+def test_empty_broker(nsqd_factory: NsqdFactory) -> None:
     stats = _stats(nsqd_factory())
     assert list(stats) == ["version", "health", "start_time", "topics", "memory", "producers"]
     assert (stats["version"], stats["health"], stats["topics"], stats["producers"]) == ("1.3.0", "OK", [], None)
@@ -79,7 +79,7 @@ def test_e2e_latency_without_percentiles_is_null(busy: NsqdProcess) -> None:
             assert channel["e2e_processing_latency"] == {"count": 0, "percentiles": None}
 
 
-def test_e2e_latency_with_percentiles(nsqd_factory) -> None:  # noqa: ANN001
+def test_e2e_latency_with_percentiles(nsqd_factory: NsqdFactory) -> None:
     nsqd = nsqd_factory("--e2e-processing-latency-percentile=1.0,0.95")
     request(nsqd.http_port, "POST", "/topic/create?topic=lonely")
     request(nsqd.http_port, "POST", "/channel/create?topic=e2e&channel=c")  # 404: no topic e2e yet
@@ -96,7 +96,7 @@ def test_producers_are_tcp_publishers_with_one_pub_count(busy: NsqdProcess) -> N
     (producer,) = _stats(busy)["producers"]
     assert producer["client_id"] == "prod" and producer["hostname"] == "prod.host"
     assert producer["pub_counts"] in ([{"topic": "b_one", "count": 1}], [{"topic": "a_two", "count": 2}])
-    assert list(producer) == CLIENT_KEYS[:17] + ["pub_counts"] + CLIENT_KEYS[17:]
+    assert list(producer) == [*CLIENT_KEYS[:17], "pub_counts", *CLIENT_KEYS[17:]]
     consumer = _stats(busy)["topics"][1]["channels"][1]["clients"][0]
     assert "pub_counts" not in consumer and "authed" not in consumer and "auth_identity" not in consumer
 
@@ -188,12 +188,12 @@ def test_text_report(busy: NsqdProcess) -> None:
                      r"connected: \d+s\n$", rest)
 
 
-def test_text_report_when_empty(nsqd_factory) -> None:  # noqa: ANN001
+def test_text_report_when_empty(nsqd_factory: NsqdFactory) -> None:
     text = request(nsqd_factory().http_port, "GET", "/stats?include_mem=false").body.decode()
     assert text.endswith("\nHealth: OK\n\nTopics: None\n\nProducers: None\n")
 
 
-def test_paused_topic_prefix(nsqd_factory) -> None:  # noqa: ANN001
+def test_paused_topic_prefix(nsqd_factory: NsqdFactory) -> None:
     nsqd = nsqd_factory()
     request(nsqd.http_port, "POST", "/topic/create?topic=p")
     request(nsqd.http_port, "POST", "/topic/pause?topic=p")
@@ -201,7 +201,7 @@ def test_paused_topic_prefix(nsqd_factory) -> None:  # noqa: ANN001
     assert "\nTopics:\n*P [p              ] depth: 0     be-depth: 0     msgs: 0        e2e%: \n" in text
 
 
-def test_client_counters_follow_the_consumer(nsqd_factory) -> None:  # noqa: ANN001
+def test_client_counters_follow_the_consumer(nsqd_factory: NsqdFactory) -> None:
     nsqd = nsqd_factory()
     conn = RawConn(nsqd.tcp_port)
     conn.identify(client_id="c1")

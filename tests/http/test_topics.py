@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.http.http_support import Reply, request
+from tests.http.http_support import NsqdFactory, Reply, request
 from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, wait_for
 
 TOPIC_ACTIONS = ("create", "delete", "empty", "pause", "unpause")
@@ -169,7 +169,7 @@ def test_channel_delete_closes_its_consumers(shared_nsqd: NsqdProcess) -> None:
     assert conn.is_closed()
 
 
-def test_admin_calls_are_access_logged(nsqd_factory) -> None:  # noqa: ANN001
+def test_admin_calls_are_access_logged(nsqd_factory: NsqdFactory) -> None:
     nsqd = nsqd_factory()
     _post(nsqd, "/topic/create?topic=a")
     _post(nsqd, "/channel/create?topic=nope&channel=c")

@@ -48,7 +48,7 @@ def _name(cn: str) -> x509.Name:
 
 def _ca(cn: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _key()
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name(cn)).issuer_name(_name(cn))
@@ -67,7 +67,7 @@ def _ca(cn: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
 def _leaf(cn: str, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, *, server: bool
           ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _key()
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
         .subject_name(_name(cn)).issuer_name(ca.subject)

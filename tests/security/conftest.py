@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
 
@@ -64,8 +63,3 @@ def auth_server() -> Iterator[Callable[..., AuthServer]]:
     for server in servers:
         server.stop()
 
-
-def tmp_file(tmp_path: Path, name: str, data: bytes) -> Path:
-    path = tmp_path / name
-    path.write_bytes(data)
-    return path

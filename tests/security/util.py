@@ -6,6 +6,7 @@ Every wait that may overlap with gnsq greenlets yields to gevent (``tests.client
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import ssl
@@ -106,7 +107,7 @@ class SecureConn:
             self.sock.settimeout(max(0.01, deadline - time.monotonic()))
             try:
                 chunk = self.sock.recv(65536)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 return False
             except (OSError, ssl.SSLError):
                 return True
@@ -114,7 +115,7 @@ class SecureConn:
                 return True
             try:
                 self.buf += self._decode(chunk)
-            except Exception:  # noqa: BLE001 - garbage after a failure is fine, we only wait for the close
+            except Exception:
                 self.buf += chunk
         return False
 
@@ -126,10 +127,8 @@ class SecureConn:
         return data
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
     # ---- IDENTIFY and upgrades ------------------------------------------------------------------
 
@@ -147,7 +146,8 @@ class SecureConn:
         if reply["tls_v1"]:
             assert tls is not None, "server granted TLS that was not asked for"
             assert not self.buf, "server sent data before the TLS handshake"
-            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
+            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1", do_handshake_on_connect=False)
+            self.sock.do_handshake()
             self.expect(FRAME_RESPONSE, b"OK")
         if reply["snappy"]:
             self.start_snappy()
@@ -210,6 +210,7 @@ class AuthRequest:
     method: str
     path: str
     query: dict[str, list[str]]
+    raw_query: str
     body: Any  # parsed JSON for POST, else None
     headers: dict[str, str]
 
@@ -228,10 +229,16 @@ def grant(topic: str = ".*", channels: tuple[str, ...] = (".*",), permissions: t
                                *extra]}
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the default listen backlog of 5 drops SYNs when many clients AUTH at once
+    daemon_threads = True
+
+
 @dataclass
 class AuthServer:
-    """An NSQ auth server on 127.0.0.1 in a thread. ``responder(request)`` returns ``(status, json_body)`` or a
-    number of seconds to sleep before answering (a float wrapped in a tuple ``("sleep", s, status, body)``)."""
+    """An NSQ auth server on 127.0.0.1 in a thread. ``responder(request)`` returns ``(status, body)`` (body: JSON
+    value or raw bytes), ``("sleep", s, status, body)`` to answer after ``s`` seconds, or ``("drip", s, status,
+    body)`` to send the headers at once and the body in 8 pieces ``s`` seconds apart."""
 
     responder: Callable[[AuthRequest], tuple] = field(default=lambda req: (200, grant()))
     requests: list[AuthRequest] = field(default_factory=list)
@@ -250,14 +257,16 @@ class AuthServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None
-                req = AuthRequest(self.command, parsed.path, urllib.parse.parse_qs(parsed.query,
-                                                                                   keep_blank_values=True),
-                                  body, dict(self.headers))
+                query = urllib.parse.parse_qs(parsed.query, keep_blank_values=True)
+                req = AuthRequest(self.command, parsed.path, query, parsed.query, body, dict(self.headers))
                 owner.requests.append(req)
                 answer = owner.responder(req)
-                if answer[0] == "sleep":
-                    time.sleep(answer[1])
-                    answer = answer[2:]
+                delay = drip = 0.0
+                if answer[0] == "sleep":  # ("sleep", seconds, status, body): answer late
+                    delay, answer = answer[1], answer[2:]
+                elif answer[0] == "drip":  # ("drip", seconds, status, body): headers now, body byte by byte
+                    drip, answer = answer[1], answer[2:]
+                time.sleep(delay)
                 status, payload = answer
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
@@ -265,14 +274,22 @@ class AuthServer:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
-                    self.wfile.write(data)
+                    if not drip:
+                        self.wfile.write(data)
+                        return
+                    self.wfile.flush()
+                    pieces = 8
+                    step = -(-len(data) // pieces)
+                    for i in range(0, len(data), step):
+                        time.sleep(drip)
+                        self.wfile.write(data[i:i + step])
+                        self.wfile.flush()
                 except OSError:
                     pass  # nsqd gave up on us (request timeout)
 
-            do_GET = do_POST = _handle  # noqa: N815
+            do_GET = do_POST = _handle
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="auth-server", daemon=True)
         self._thread.start()

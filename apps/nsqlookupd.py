@@ -1,0 +1,44 @@
+"""`nsqlookupd`: parse flags and config, then serve until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from nsqd_py import service  # noqa: E402
+from nsqd_py.log import Logger  # noqa: E402
+from nsqd_py.lookupd.nsqlookupd import NSQLookupd, StartupError  # noqa: E402
+from nsqd_py.lookupd.options import parse_options  # noqa: E402
+from nsqd_py.options import ConfigError, ResolveError  # noqa: E402
+from nsqd_py.version import version_line  # noqa: E402
+
+_PREFIX = "[nsqlookupd] "
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        opts = parse_options(sys.argv[1:] if argv is None else argv)
+    except ConfigError as err:
+        Logger(_PREFIX).fatal(str(err))
+        sys.exit(1)
+    except ResolveError as err:  # Go's plain log.Fatalf: no prefix, no level
+        print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} {err}", file=sys.stderr)
+        sys.exit(1)
+    if opts.show_version:
+        print(version_line("nsqlookupd"))
+        return
+    logger = Logger(opts.log_prefix, opts.log_level)
+    try:
+        service.run(NSQLookupd(opts, logger))
+    except StartupError as err:
+        # nsqlookupd's own quirk: logFatal("failed to instantiate nsqlookupd", err) has no %s for err
+        Logger(_PREFIX).fatal(f"failed to instantiate nsqlookupd%!(EXTRA *errors.errorString={err})")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""The subscription behind the stream reader: it holds delivered messages until they are settled.
+
+One background thread reads every connection (answering heartbeats), buffers the messages, TOUCHes every message
+not yet settled (buffered, or planned into a micro-batch that Spark has not committed) every half msg_timeout,
+reconnects dropped connections and, with lookupd, connects to nsqd nodes that appear. The reader takes messages
+from the buffer and later FINs (Spark committed them) or REQs them. RDY over all connections adds up to
+``max_in_flight``, and RDY is a window (nsqd counts unsettled messages against it), so this consumer never holds
+more than that many messages; an nsqd gets several connections when that needs more than its RDY maximum.
+"""
+
+from __future__ import annotations
+
+import logging
+import selectors
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..client.connection import Connection
+from ..client.errors import NSQConnectionError, NSQError, ServerError
+from ..client.protocol import Message, command
+from .connect import open_connection
+from .discovery import topic_producers
+from .options import ReadOptions
+
+log = logging.getLogger(__name__)
+
+_DEFAULT_MSG_TIMEOUT = 60.0
+#: nsqd's default --max-rdy-count: an nsqd gets more than one connection when the in-flight budget needs it
+_MAX_RDY = 2500
+_MAX_BACKOFF = 30.0
+
+
+@dataclass(eq=False)
+class _Link:
+    """One nsqd address: its subscribed connection (None while down) and the messages it delivered unsettled."""
+
+    address: str
+    conn: Connection | None = None
+    fd: int = -1
+    unsettled: dict[bytes, Message] = field(default_factory=dict)
+    backoff: float = 1.0
+    retry_at: float = 0.0
+
+
+class Consumer:
+    """Subscribes ``topic``/``channel`` on every configured (or discovered) nsqd."""
+
+    def __init__(self, opts: ReadOptions, max_in_flight: int) -> None:
+        self.opts = opts
+        self.max_in_flight = max_in_flight
+        self._links: dict[str, _Link] = {}
+        self._buffer: deque[Message] = deque()
+        self._lock = threading.Condition()
+        self._selector = selectors.DefaultSelector()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._per_address = 1
+        self._touch_interval = _DEFAULT_MSG_TIMEOUT / 2
+        self._next_touch = 0.0
+        self._next_lookup = 0.0
+
+    # -- life cycle ----------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect and subscribe, then start the background thread. With fixed nsqd addresses at least one must
+        be reachable (NSQConnectionError otherwise); with lookupd, nsqd nodes are picked up as they appear."""
+        addresses = self._discover()
+        self._per_address = -(-self.max_in_flight // (max(1, len(addresses)) * _MAX_RDY))
+        for address in addresses:
+            self._add(address)
+        if self.opts.connect.nsqd_tcp_addresses and not any(link.conn for link in self._links.values()):
+            raise NSQConnectionError(f"could not subscribe on any of {', '.join(sorted(addresses))}")
+        self._next_lookup = time.monotonic() + self.opts.lookupd_poll_interval
+        self._thread = threading.Thread(target=self._run, name="nsq-consumer", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread and close every connection (nsqd redelivers whatever is still unsettled)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        with self._lock:
+            for link in self._links.values():
+                if link.conn is not None:
+                    link.conn.close()
+                    link.conn = None
+        self._selector.close()
+
+    # -- what the reader calls -----------------------------------------------------------------------------------
+
+    def take(self, limit: int, wait: float = 0.0, admit: Callable[[Message], bool] | None = None) -> list[Message]:
+        """Up to ``limit`` buffered messages (only those ``admit`` accepts), waiting up to ``wait`` seconds for the
+        first. They stay unsettled (and TOUCHed) until `finish` or `requeue`."""
+        deadline = time.monotonic() + wait
+        with self._lock:
+            while True:
+                taken = self._take_locked(limit, admit)
+                remaining = deadline - time.monotonic()
+                if taken or remaining <= 0:
+                    return taken
+                self._lock.wait(remaining)
+
+    def _take_locked(self, limit: int, admit: Callable[[Message], bool] | None) -> list[Message]:
+        if admit is None:
+            count = min(limit, len(self._buffer))
+            return [self._buffer.popleft() for _ in range(count)]
+        taken, kept = [], deque()
+        for msg in self._buffer:
+            (taken if len(taken) < limit and admit(msg) else kept).append(msg)
+        self._buffer = kept
+        return taken
+
+    def finish(self, messages: Iterable[Message]) -> None:
+        """FIN; messages whose connection has dropped since are skipped (nsqd redelivers those)."""
+        self._settle(messages, lambda msg: command("FIN", msg.id))
+
+    def requeue(self, messages: Iterable[Message]) -> None:
+        """REQ with no delay: back to the channel for the next consumer."""
+        self._settle(messages, lambda msg: command("REQ", msg.id, "0"))
+
+    def requeue_buffered(self) -> None:
+        """Stop receiving (RDY 0) and hand back every message not taken yet."""
+        with self._lock:
+            for link in self._links.values():
+                self._send(link, command("RDY", "0"))
+            pending, self._buffer = list(self._buffer), deque()
+        self.requeue(pending)
+
+    def unsettled_count(self) -> int:
+        with self._lock:
+            return sum(len(link.unsettled) for link in self._links.values())
+
+    def _settle(self, messages: Iterable[Message], encode: Callable[[Message], bytes]) -> None:
+        by_conn: dict[Connection, list[bytes]] = {}
+        with self._lock:
+            links = {id(link.conn): link for link in self._links.values() if link.conn is not None}
+            for msg in messages:
+                link = links.get(id(msg.conn))
+                if link is not None and link.unsettled.pop(msg.id, None) is not None:
+                    by_conn.setdefault(msg.conn, []).append(encode(msg))
+        for conn, commands in by_conn.items():
+            try:
+                conn.send(b"".join(commands))
+            except NSQConnectionError as err:
+                log.warning("could not settle %d messages on %s: %s", len(commands), conn.address, err)
+
+    # -- the background thread -----------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            now = time.monotonic()
+            if now >= self._next_touch:
+                self._touch_all()
+                self._next_touch = now + self._touch_interval
+            if self.opts.connect.lookupd_http_addresses and now >= self._next_lookup:
+                self._poll_lookupd()
+                self._next_lookup = now + self.opts.lookupd_poll_interval
+            for link in list(self._links.values()):
+                if link.conn is not None and link.conn.closed:  # a write failed
+                    with self._lock:
+                        self._drop(link, NSQConnectionError("connection closed"))
+                if link.conn is None and now >= link.retry_at:
+                    self._connect(link)
+            try:
+                events = self._selector.select(min(0.5, max(0.0, self._next_touch - now)))
+            except (OSError, ValueError):
+                events = []  # a connection closed under select(); its link is dropped below or already
+            for key, _ in events:
+                self._drain(key.data)
+
+    def _drain(self, link: _Link) -> None:
+        conn = link.conn
+        if conn is None:
+            return
+        delivered: list[Message] = []
+        try:
+            while (frame := conn.read_frame(0)) is not None:
+                if isinstance(frame, Message):
+                    delivered.append(frame)
+                elif isinstance(frame, ServerError):
+                    log.log(logging.ERROR if frame.fatal else logging.DEBUG, "nsqd %s: %s", link.address, frame)
+        except NSQError as err:
+            with self._lock:
+                self._deliver(link, delivered)
+                self._drop(link, err)
+            return
+        with self._lock:
+            self._deliver(link, delivered)
+
+    def _deliver(self, link: _Link, messages: list[Message]) -> None:
+        if not messages:
+            return
+        for msg in messages:
+            link.unsettled[msg.id] = msg
+        self._buffer.extend(messages)
+        self._lock.notify_all()
+
+    def _touch_all(self) -> None:
+        with self._lock:
+            batches = [(link, [command("TOUCH", mid) for mid in link.unsettled]) for link in self._links.values()
+                       if link.conn is not None and link.unsettled]
+        for link, commands in batches:
+            self._send(link, b"".join(commands))
+
+    def _poll_lookupd(self) -> None:
+        known = {link.address for link in self._links.values()}
+        for address in self._discover() - known:
+            log.info("lookupd lists nsqd %s for topic %s", address, self.opts.topic)
+            self._add(address)
+
+    def _discover(self) -> set[str]:
+        if self.opts.connect.nsqd_tcp_addresses:
+            return set(self.opts.connect.nsqd_tcp_addresses)
+        return topic_producers(self.opts.connect.lookupd_http_addresses, self.opts.topic)
+
+    # -- connections ---------------------------------------------------------------------------------------------
+
+    def _add(self, address: str) -> None:
+        for i in range(self._per_address):
+            link = self._links[f"{address}/{i}"] = _Link(address)
+            self._connect(link)
+
+    def _connect(self, link: _Link) -> None:
+        try:
+            conn = open_connection(link.address, self.opts.connect)
+            try:
+                conn.sub(self.opts.topic, self.opts.channel)
+            except BaseException:
+                conn.close()
+                raise
+        except (NSQError, OSError) as err:
+            link.retry_at = time.monotonic() + link.backoff
+            log.warning("cannot subscribe on %s (retrying in %.0fs): %s", link.address, link.backoff, err)
+            link.backoff = min(link.backoff * 2, _MAX_BACKOFF)
+            return
+        msg_timeout = conn.negotiated.get("msg_timeout", _DEFAULT_MSG_TIMEOUT * 1000) / 1000
+        with self._lock:
+            link.conn, link.fd, link.backoff = conn, conn.fileno(), 1.0
+            self._touch_interval = min(self._touch_interval, msg_timeout / 2)
+            self._selector.register(link.fd, selectors.EVENT_READ, link)
+            self._rebalance()
+        log.info("subscribed to %s/%s on %s", self.opts.topic, self.opts.channel, link.address)
+
+    def _drop(self, link: _Link, err: Exception) -> None:
+        """Forget a connection (lock held): its unsettled messages come back from nsqd after their timeout."""
+        if link.conn is None:
+            return
+        log.warning("lost nsqd %s (%d unsettled messages will be redelivered): %s",
+                    link.address, len(link.unsettled), err)
+        self._selector.unregister(link.fd)
+        conn, link.conn, link.fd = link.conn, None, -1
+        conn.close()
+        self._buffer = deque(msg for msg in self._buffer if msg.conn is not conn)
+        link.unsettled.clear()
+        link.retry_at = time.monotonic() + link.backoff
+        self._rebalance()
+
+    def _rebalance(self) -> None:
+        """Share ``max_in_flight`` as RDY among the live connections (lock held)."""
+        live = [link for link in self._links.values() if link.conn is not None]
+        for link in live:
+            assert link.conn is not None
+            cap = int(link.conn.negotiated.get("max_rdy_count", 2500))
+            self._send(link, command("RDY", str(max(1, min(cap, self.max_in_flight // len(live))))))
+
+    def _send(self, link: _Link, raw: bytes) -> None:
+        conn = link.conn
+        if conn is None:
+            return
+        try:
+            conn.send(raw)
+        except NSQConnectionError as err:
+            log.warning("write to %s failed: %s", link.address, err)

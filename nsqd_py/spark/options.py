@@ -1,0 +1,181 @@
+"""The "nsq" format's options: Spark hands them over as a case-insensitive mapping of strings.
+
+Parsed once into frozen dataclasses that pickle cheaply (no sockets, no SSL contexts), because the data source,
+its readers and writers are pickled to the planner and executor processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..core.names import is_valid_name
+from ..durations import MILLISECOND, parse_duration
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off", ""}
+
+
+class OptionError(ValueError):
+    """A missing or malformed option; raised while Spark plans the query, before anything connects."""
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def _bool(opts: dict[str, str], key: str, default: bool = False) -> bool:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise OptionError(f"option {key!r} must be true or false, not {raw!r}")
+
+
+def _int(opts: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise OptionError(f"option {key!r} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise OptionError(f"option {key!r} must be at least {minimum}, not {value}")
+    return value
+
+
+def _seconds(opts: dict[str, str], key: str, default: float | None) -> float | None:
+    """A Go duration (`60s`, `1m30s`, `500ms`); a bare number means milliseconds, as in nsqd's IDENTIFY."""
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    text = raw.strip()
+    try:
+        ns = int(text) * MILLISECOND if text.isdigit() else parse_duration(text)
+    except ValueError as err:
+        raise OptionError(f"option {key!r}: {err}") from None
+    if ns < 0:
+        raise OptionError(f"option {key!r} must not be negative")
+    return ns / 1e9
+
+
+def _addresses(opts: dict[str, str], key: str) -> tuple[str, ...]:
+    return tuple(a.strip() for a in opts.get(key, "").split(",") if a.strip())
+
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    """How to reach nsqd: addresses or lookupd, TLS, compression, AUTH (shared by reading and writing)."""
+
+    nsqd_tcp_addresses: tuple[str, ...] = ()
+    lookupd_http_addresses: tuple[str, ...] = ()
+    connect_timeout: float = 5.0
+    tls: bool = False
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    tls_server_name: str | None = None
+    snappy: bool = False
+    deflate: bool = False
+    deflate_level: int = 6
+    auth_secret: str | None = None
+    msg_timeout: float | None = None
+
+    @classmethod
+    def parse(cls, opts: dict[str, str]) -> ConnectOptions:
+        parsed = cls(
+            nsqd_tcp_addresses=_addresses(opts, "nsqd_tcp_addresses"),
+            lookupd_http_addresses=_addresses(opts, "lookupd_http_addresses"),
+            connect_timeout=_seconds(opts, "connect_timeout", 5.0) or 5.0,
+            tls=_bool(opts, "tls"),
+            tls_ca_file=opts.get("tls_ca_file") or None,
+            tls_cert_file=opts.get("tls_cert_file") or None,
+            tls_key_file=opts.get("tls_key_file") or None,
+            tls_insecure_skip_verify=_bool(opts, "tls_insecure_skip_verify"),
+            tls_server_name=opts.get("tls_server_name") or None,
+            snappy=_bool(opts, "snappy"),
+            deflate=_bool(opts, "deflate"),
+            deflate_level=_int(opts, "deflate_level", 6, minimum=1),
+            auth_secret=opts.get("auth_secret") or None,
+            msg_timeout=_seconds(opts, "msg_timeout", None),
+        )
+        if bool(parsed.nsqd_tcp_addresses) == bool(parsed.lookupd_http_addresses):
+            raise OptionError("set exactly one of 'nsqd_tcp_addresses' and 'lookupd_http_addresses'")
+        if parsed.snappy and parsed.deflate:
+            raise OptionError("'snappy' and 'deflate' cannot both be enabled")
+        if parsed.msg_timeout is not None and parsed.msg_timeout < 1:
+            raise OptionError("option 'msg_timeout' must be at least 1s (nsqd's minimum)")
+        return parsed
+
+    def identify_fields(self) -> dict[str, object]:
+        """What IDENTIFY asks nsqd for."""
+        fields: dict[str, object] = {"tls_v1": self.tls, "snappy": self.snappy, "deflate": self.deflate}
+        if self.deflate:
+            fields["deflate_level"] = self.deflate_level
+        if self.msg_timeout is not None:
+            fields["msg_timeout"] = int(self.msg_timeout * 1000)
+        return fields
+
+
+def _topic(opts: dict[str, str]) -> str:
+    topic = opts.get("topic", "")
+    if not is_valid_name(topic):
+        raise OptionError(f"option 'topic' must be a valid NSQ topic name, not {topic!r}")
+    return topic
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """A streaming read of one topic/channel."""
+
+    topic: str
+    channel: str
+    connect: ConnectOptions = field(default_factory=ConnectOptions)
+    #: also the in-flight bound: RDY over all connections never exceeds it
+    max_messages_per_batch: int = 1000
+    num_partitions: int = 2
+    #: with trigger(availableNow=True): the query ends after this long without an admissible message
+    idle_timeout: float = 2.0
+    lookupd_poll_interval: float = 60.0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        opts = _lower(options)
+        channel = opts.get("channel", "")
+        if not is_valid_name(channel):
+            raise OptionError(f"option 'channel' must be a valid NSQ channel name, not {channel!r}")
+        return cls(
+            topic=_topic(opts),
+            channel=channel,
+            connect=ConnectOptions.parse(opts),
+            max_messages_per_batch=_int(opts, "max_messages_per_batch", 1000, minimum=1),
+            num_partitions=_int(opts, "num_partitions", 2, minimum=1),
+            idle_timeout=_seconds(opts, "idle_timeout", 2.0) or 0.0,
+            lookupd_poll_interval=_seconds(opts, "lookupd_poll_interval", 60.0) or 60.0,
+        )
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Publishing a DataFrame's `value` or `body` column to one topic."""
+
+    topic: str
+    connect: ConnectOptions = field(default_factory=ConnectOptions)
+    mpub_max_messages: int = 500
+    mpub_max_bytes: int = 1024 * 1024
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        opts = _lower(options)
+        return cls(
+            topic=_topic(opts),
+            connect=ConnectOptions.parse(opts),
+            mpub_max_messages=_int(opts, "mpub_max_messages", 500, minimum=1),
+            mpub_max_bytes=_int(opts, "mpub_max_bytes", 1024 * 1024, minimum=1),
+        )

@@ -1,0 +1,153 @@
+"""The pipeline behind `nsq-pipeline`: NSQ topics to Parquet events partitioned by date/hour, plus per-minute counts.
+
+Two streaming queries, each with its own checkpoint under ``checkpoint``:
+
+* events: every topic is read once (format "nsq", at-least-once), JSON bodies are parsed with the given schema (or
+  kept raw), and rows are appended to ``output/events/date=YYYY-MM-DD/hour=H/``;
+* counts: reads the events table back as a file stream (only files the events sink committed) and appends a
+  watermarked count per minute and topic to ``output/counts``. Reading the table rather than NSQ again keeps
+  one consumer per topic and makes the counts agree with the stored events.
+
+A minute's count is written once the watermark (the latest event time seen minus ``watermark``) passes its end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.types import StringType, StructField, StructType
+
+from .schema import MESSAGE_SCHEMA
+
+#: columns the pipeline adds; a JSON schema must not use these names
+META_COLUMNS = ("nsq_id", "nsq_timestamp", "nsq_attempts", "nsq_topic", "nsq_channel", "nsq_address", "event_time",
+                "date", "hour")
+CORRUPT_COLUMN = "_corrupt_record"
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Where to read, how to parse, where to write."""
+
+    topics: tuple[str, ...]
+    output: str
+    checkpoint: str = ""
+    channel: str = "nsq_pipeline"
+    nsqd_tcp_addresses: tuple[str, ...] = ()
+    lookupd_http_addresses: tuple[str, ...] = ()
+    #: DDL (`user string, amount double, ts timestamp`) of the JSON bodies; empty keeps each body as a string
+    schema: str = ""
+    #: a field of the schema holding the event time (timestamp, ISO-8601 text or epoch seconds); else NSQ's
+    #: publish time is the event time
+    event_time_field: str = ""
+    watermark: str = "10 minutes"
+    trigger: str = "10 seconds"
+    available_now: bool = False
+    #: more options for format("nsq"), e.g. max_messages_per_batch, msg_timeout, tls
+    source_options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def events_path(self) -> str:
+        return f"{self.output.rstrip('/')}/events"
+
+    @property
+    def counts_path(self) -> str:
+        return f"{self.output.rstrip('/')}/counts"
+
+    def checkpoint_path(self, query: str) -> str:
+        base = self.checkpoint or f"{self.output.rstrip('/')}/_checkpoints"
+        return f"{base.rstrip('/')}/{query}"
+
+    def body_schema(self) -> StructType | None:
+        """The JSON schema plus the corrupt-record column, or None for raw bodies."""
+        if not self.schema:
+            return None
+        parsed = StructType.fromDDL(self.schema)
+        clash = set(parsed.fieldNames()) & {*META_COLUMNS, CORRUPT_COLUMN}
+        if clash:
+            raise ValueError(f"the schema uses names the pipeline adds: {', '.join(sorted(clash))}")
+        if self.event_time_field and self.event_time_field not in parsed.fieldNames():
+            raise ValueError(f"--event-time-field {self.event_time_field!r} is not in the schema")
+        return StructType([*parsed.fields, StructField(CORRUPT_COLUMN, StringType())])
+
+
+def to_events(messages: DataFrame, cfg: PipelineConfig) -> DataFrame:
+    """Rows shaped like format("nsq")'s (id, timestamp, attempts, body, topic, channel, nsqd_address) to events:
+    NSQ metadata as `nsq_*`, then the JSON fields (with `_corrupt_record` holding bodies that did not parse) or
+    the raw `body` string, then `event_time`, `date` and `hour`."""
+    text = F.col("body").cast("string")
+    schema = cfg.body_schema()
+    if schema is None:
+        fields: list[Column] = [text.alias("body")]
+        event_time = F.col("timestamp")
+    else:
+        parsed = F.from_json(text, schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN})
+        fields = [parsed[name].alias(name) for name in schema.fieldNames()]
+        event_time = F.col("timestamp")
+        if cfg.event_time_field:
+            event_time = F.coalesce(parsed[cfg.event_time_field].cast("timestamp"), event_time)
+    return messages.select(
+        F.col("id").alias("nsq_id"),
+        F.col("timestamp").alias("nsq_timestamp"),
+        F.col("attempts").alias("nsq_attempts"),
+        F.col("topic").alias("nsq_topic"),
+        F.col("channel").alias("nsq_channel"),
+        F.col("nsqd_address").alias("nsq_address"),
+        *fields,
+        event_time.alias("event_time"),
+    ).withColumn("date", F.date_format("event_time", "yyyy-MM-dd")).withColumn("hour", F.hour("event_time"))
+
+
+def minute_counts(events: DataFrame, watermark: str | None) -> DataFrame:
+    """Events per minute of event time and topic: `minute`, `topic`, `count` (watermarked when streaming)."""
+    if watermark:
+        events = events.withWatermark("event_time", watermark)
+    return (events.groupBy(F.window("event_time", "1 minute"), F.col("nsq_topic"))
+            .count()
+            .select(F.col("window.start").alias("minute"), F.col("nsq_topic").alias("topic"), "count"))
+
+
+def read_topics(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
+    """One format("nsq") stream per topic, unioned."""
+    streams = []
+    for topic in cfg.topics:
+        reader = spark.readStream.format("nsq").option("topic", topic).option("channel", cfg.channel)
+        if cfg.nsqd_tcp_addresses:
+            reader = reader.option("nsqd_tcp_addresses", ",".join(cfg.nsqd_tcp_addresses))
+        else:
+            reader = reader.option("lookupd_http_addresses", ",".join(cfg.lookupd_http_addresses))
+        for key, value in cfg.source_options.items():
+            reader = reader.option(key, value)
+        streams.append(reader.load())
+    stream = streams[0]
+    for other in streams[1:]:
+        stream = stream.unionByName(other)
+    return stream
+
+
+def _trigger(writer: DataStreamWriter, cfg: PipelineConfig) -> DataStreamWriter:
+    return writer.trigger(availableNow=True) if cfg.available_now else writer.trigger(processingTime=cfg.trigger)
+
+
+def start_events(spark: SparkSession, cfg: PipelineConfig) -> StreamingQuery:
+    events = to_events(read_topics(spark, cfg), cfg)
+    writer = (events.writeStream.queryName("events").format("parquet").partitionBy("date", "hour")
+              .option("path", cfg.events_path).option("checkpointLocation", cfg.checkpoint_path("events")))
+    return _trigger(writer, cfg).start()
+
+
+def start_counts(spark: SparkSession, cfg: PipelineConfig, events_schema: StructType) -> StreamingQuery:
+    """Needs the events sink to exist: its `_spark_metadata` log is what makes this read only committed files."""
+    events = spark.readStream.schema(events_schema).parquet(cfg.events_path)
+    writer = (minute_counts(events, cfg.watermark).writeStream.queryName("counts").format("parquet")
+              .outputMode("append").option("path", cfg.counts_path)
+              .option("checkpointLocation", cfg.checkpoint_path("counts")))
+    return _trigger(writer, cfg).start()
+
+
+def events_schema(spark: SparkSession, cfg: PipelineConfig) -> StructType:
+    """The events table's schema, from the same transformation applied to an empty message frame."""
+    return to_events(spark.createDataFrame([], MESSAGE_SCHEMA), cfg).schema

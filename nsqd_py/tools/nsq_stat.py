@@ -1,0 +1,127 @@
+"""nsq_stat: poll `/stats` of every nsqd that has a topic and print one channel's totals as a table.
+
+Flags, messages and table as in NSQ's Go tool: the first poll only prints the header (rates need two
+samples), then one row per --interval, a header again every 25 reports, and exit 0 after --count rows.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..client import HTTPError, lookup_producers, nsqd_stats
+from ..durations import SECOND
+from ..goflags import FlagSet, parse_int
+from ..version import version_line
+from .common import log_fatal
+from .stat_table import HEADER, HEADER_EVERY, ChannelTotals, channel_totals, row
+
+APP = "nsq_stat"
+
+
+def _set_count(text: str, _current: Any) -> int:
+    return parse_int(text, 10, 32)
+
+
+def flag_set() -> FlagSet:
+    fs = FlagSet(APP)
+    fs.add("version", "bool", False, "print version")
+    fs.add("topic", "string", "", "NSQ topic")
+    fs.add("channel", "string", "", "NSQ channel")
+    fs.add("interval", "duration", 2 * SECOND, "duration of time between polling/printing output")
+    fs.add("status-every", "duration", 0, "(deprecated) use --interval")
+    fs.add("http-client-connect-timeout", "duration", 2 * SECOND, "timeout for HTTP connect")
+    fs.add("http-client-request-timeout", "duration", 5 * SECOND, "timeout for HTTP request")
+    fs.add_var("count", None, "number of reports", _set_count, show=lambda _v: "N")
+    fs.add("nsqd-http-address", "list", [], "nsqd HTTP address (may be given multiple times)")
+    fs.add("lookupd-http-address", "list", [], "lookupd HTTP address (may be given multiple times)")
+    return fs
+
+
+@dataclass
+class Options:
+    topic: str
+    channel: str
+    interval: float
+    count: int | None
+    nsqd_http_addresses: list[str]
+    lookupd_http_addresses: list[str]
+    http_timeout: tuple[float, float]
+
+
+def parse_options(argv: Sequence[str]) -> Options | None:
+    """Flags to Options with the Go tool's checks; None after --version."""
+    v = flag_set().parse(argv).values
+    if v["version"]:
+        print(version_line(APP))
+        return None
+    if not v["topic"] or not v["channel"]:
+        log_fatal("--topic and --channel are required")
+    interval = v["status-every"] or v["interval"]
+    if interval <= 0:
+        log_fatal("--interval should be positive")
+    if v["http-client-connect-timeout"] <= 0:
+        log_fatal("--http-client-connect-timeout should be positive")
+    if v["http-client-request-timeout"] <= 0:
+        log_fatal("--http-client-request-timeout should be positive")
+    if v["count"] is not None and v["count"] <= 0:
+        log_fatal("--count should be positive")
+    nsqds, lookupds = v["nsqd-http-address"], v["lookupd-http-address"]
+    if not nsqds and not lookupds:
+        log_fatal("--nsqd-http-address or --lookupd-http-address required")
+    if nsqds and lookupds:
+        log_fatal("use --nsqd-http-address or --lookupd-http-address not both")
+    for flag, addresses in (("--nsqd-http-address", nsqds), ("--lookupd-http-address", lookupds)):
+        if any(a.startswith("http") for a in addresses):
+            log_fatal(f"{flag} error - address should not contain scheme")
+    timeout = (v["http-client-connect-timeout"] / SECOND, v["http-client-request-timeout"] / SECOND)
+    return Options(v["topic"], v["channel"], interval / SECOND, v["count"], nsqds, lookupds, timeout)
+
+
+def poll(opts: Options) -> ChannelTotals:
+    """One sample: find the nsqd that have the topic, then sum the channel's stats over them."""
+    try:
+        if opts.lookupd_http_addresses:
+            producers = sorted({a for lookupd in opts.lookupd_http_addresses
+                                for a in lookup_producers(lookupd, opts.topic, opts.http_timeout, port="http_port")})
+        else:  # asking each nsqd whether it has the topic already returns its stats
+            stats = [_stats(addr, opts) for addr in opts.nsqd_http_addresses]
+    except HTTPError as err:
+        log_fatal(f"ERROR: failed to get topic producers - {err}")
+    if opts.lookupd_http_addresses:
+        try:
+            stats = [_stats(addr, opts) for addr in producers]
+        except HTTPError as err:
+            log_fatal(f"ERROR: failed to get nsqd stats - {err}")
+    totals = channel_totals(stats, opts.topic, opts.channel)
+    if totals is None:
+        log_fatal(f"ERROR: failed to find channel({opts.channel}) in stats metadata for topic({opts.topic})")
+    return totals
+
+
+def _stats(address: str, opts: Options) -> dict[str, Any]:
+    return nsqd_stats(address, opts.topic, include_clients=False, timeout=opts.http_timeout)
+
+
+def stat_loop(opts: Options) -> None:
+    previous: ChannelTotals | None = None
+    i = 0
+    while opts.count is None or opts.count >= i:
+        current = poll(opts)
+        if i % HEADER_EVERY == 0:
+            print(HEADER, flush=True)
+        if previous is not None:
+            print(row(current, previous, opts.interval), flush=True)
+        previous = current
+        i += 1
+        time.sleep(opts.interval)
+
+
+def run(opts: Options) -> None:
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: sys.exit(0))
+    stat_loop(opts)

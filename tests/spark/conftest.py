@@ -1,0 +1,51 @@
+"""One local[2] SparkSession for the whole test run and one nsqd shared by the Spark tests (distinct topics)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from nsqd_py.spark import register
+from tests.support import NsqdProcess
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """Executors' Python workers must run the venv's interpreter, which has nsqd_py installed."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("the Spark tests need a Java runtime")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("nsqd-py-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.pollingDelay", "50ms")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProcess]:
+    proc = NsqdProcess(tmp_path_factory.mktemp("spark-nsqd")).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def name() -> Callable[[str], str]:
+    """Unique topic/channel names, so the tests can share one nsqd."""
+    return lambda prefix: f"{prefix}_{uuid.uuid4().hex[:8]}"
+

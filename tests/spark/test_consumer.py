@@ -1,0 +1,124 @@
+"""The driver-side subscription and the options, without Spark: RDY bounds what is held, TOUCH keeps held messages
+alive past msg_timeout, and nothing connects until the reader is first asked for an offset."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Callable
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from nsqd_py.spark.consumer import Consumer
+from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
+from nsqd_py.spark.reader import NSQStreamReader
+from tests.spark.util import channel_stats, drained, publish
+from tests.support import NsqdProcess, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def read_options(nsqd: NsqdProcess, topic: str, **extra: str) -> ReadOptions:
+    return ReadOptions.parse({"Topic": topic, "CHANNEL": "c", "nsqd_tcp_addresses": nsqd.tcp_address, **extra})
+
+
+def test_options_are_validated_case_insensitively() -> None:
+    opts = ReadOptions.parse({"topic": "t", "channel": "c", "LOOKUPD_HTTP_ADDRESSES": "a:4161, b:4161",
+                              "Max_Messages_Per_Batch": "50", "msg_timeout": "1m30s", "snappy": "true"})
+    assert opts.connect.lookupd_http_addresses == ("a:4161", "b:4161")
+    assert opts.max_messages_per_batch == 50 and opts.connect.msg_timeout == 90
+    assert opts.connect.identify_fields() == {"tls_v1": False, "snappy": True, "deflate": False,
+                                              "msg_timeout": 90000}
+    assert ReadOptions.parse({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1",
+                              "msg_timeout": "2500"}).connect.msg_timeout == 2.5  # bare numbers are ms
+    bad = [
+        ({"channel": "c", "nsqd_tcp_addresses": "h:1"}, "topic"),
+        ({"topic": "t", "channel": "bad channel", "nsqd_tcp_addresses": "h:1"}, "channel"),
+        ({"topic": "t", "channel": "c"}, "exactly one"),
+        ({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1", "lookupd_http_addresses": "l:1"}, "exactly one"),
+        ({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1", "snappy": "yes", "deflate": "1"}, "snappy"),
+        ({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1", "msg_timeout": "10ms"}, "at least 1s"),
+        ({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1", "max_messages_per_batch": "0"}, "at least 1"),
+        ({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1", "tls": "maybe"}, "true or false"),
+    ]
+    for options, message in bad:
+        with pytest.raises(OptionError, match=message):
+            ReadOptions.parse(options)
+    assert WriteOptions.parse({"topic": "t", "nsqd_tcp_addresses": "h:1"}).mpub_max_messages == 500
+
+
+def test_reader_connects_lazily_and_pickles_without_sockets(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
+    topic = name("lazy")
+    reader = NSQStreamReader(read_options(nsqd, topic))
+    assert not nsqd.stats(topic=topic)["topics"]  # nothing subscribed yet
+    publish(nsqd, topic, [b"one"])
+    try:
+        start = reader.initialOffset()
+        end = wait_for(lambda: reader.latestOffset(start, ReadAllAvailable()) != start and reader.latestOffset(
+            start, ReadAllAvailable()))  # asked again for the same start, the same answer
+        assert end == {"seq": 1}
+        copy = pickle.loads(pickle.dumps(reader))
+        [part] = reader.partitions({"seq": 0}, end)
+        [batch] = copy.read(pickle.loads(pickle.dumps(part)))
+        assert batch.column("body").to_pylist() == [b"one"] and batch.column("topic").to_pylist() == [topic]
+        assert channel_stats(nsqd, topic, "c")["in_flight_count"] == 1
+        # nothing new: an empty batch, so that Spark commits the first one
+        assert reader.latestOffset(end, ReadAllAvailable()) == {"seq": 2}
+        reader.commit(end)
+        wait_for(lambda: drained(nsqd, topic, "c"))
+        assert reader.latestOffset({"seq": 2}, ReadAllAvailable()) == {"seq": 2}
+    finally:
+        reader.stop()
+
+
+def test_rdy_bounds_what_is_held(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
+    topic = name("rdy")
+    publish(nsqd, topic, [b"m%d" % i for i in range(50)])
+    consumer = Consumer(read_options(nsqd, topic), max_in_flight=10)
+    consumer.start()
+    try:
+        wait_for(lambda: consumer.unsettled_count() == 10)
+        time.sleep(0.5)
+        assert consumer.unsettled_count() == 10
+        assert channel_stats(nsqd, topic, "c")["in_flight_count"] == 10
+        got = consumer.take(100)
+        assert len(got) == 10
+        consumer.finish(got[:4])
+        wait_for(lambda: consumer.unsettled_count() == 10 and len(consumer.take(100, wait=1)) > 0)
+    finally:
+        consumer.close()
+
+
+def test_touch_keeps_held_messages_in_flight(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
+    topic = name("touch")
+    publish(nsqd, topic, [b"a", b"b", b"c"])
+    consumer = Consumer(read_options(nsqd, topic, msg_timeout="1s"), max_in_flight=10)
+    consumer.start()
+    try:
+        held = consumer.take(10, wait=5)
+        while len(held) < 3:
+            held += consumer.take(10, wait=5)
+        time.sleep(3)  # three msg_timeouts
+        stats = channel_stats(nsqd, topic, "c")
+        assert stats["timeout_count"] == 0 and stats["in_flight_count"] == 3
+        consumer.finish(held)
+        wait_for(lambda: drained(nsqd, topic, "c"))
+        assert channel_stats(nsqd, topic, "c")["timeout_count"] == 0
+    finally:
+        consumer.close()
+
+
+def test_requeue_buffered_hands_messages_back(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
+    topic = name("requeue")
+    publish(nsqd, topic, [b"x%d" % i for i in range(5)])
+    consumer = Consumer(read_options(nsqd, topic), max_in_flight=5)
+    consumer.start()
+    try:
+        wait_for(lambda: consumer.unsettled_count() == 5)
+        consumer.requeue_buffered()
+        wait_for(lambda: channel_stats(nsqd, topic, "c")["depth"] == 5)
+        stats = channel_stats(nsqd, topic, "c")
+        assert stats["in_flight_count"] == 0 and stats["requeue_count"] == 5
+    finally:
+        consumer.close()

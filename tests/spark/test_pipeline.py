@@ -1,0 +1,151 @@
+"""The pipeline app: NSQ topics -> Parquet events by date/hour plus watermarked per-minute counts per topic, and the
+same layout from nsq_to_file archives."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from nsqd_py.apps.pipeline import config, parse_args, run
+from pyspark.sql import SparkSession
+
+from nsqd_py.spark.archive import ArchiveError, run_archive
+from nsqd_py.spark.pipeline import PipelineConfig
+from tests.spark.util import drained, find_channel, publish
+from tests.support import NsqdProcess, wait_for
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = "user string, amount double, ts timestamp"
+BASE = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+
+
+def events(count: int, step: float, user: str) -> list[dict]:
+    return [{"user": user, "amount": i / 2, "ts": (BASE + timedelta(seconds=i * step)).isoformat()}
+            for i in range(count)]
+
+
+def minute(ts: str) -> str:
+    return datetime.fromisoformat(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def read_counts(spark: SparkSession, path: str) -> dict[tuple[str, str], int]:
+    """(minute as text in the session time zone, topic) -> count; Python would render timestamps in local time."""
+    rows = spark.read.parquet(path).selectExpr("date_format(minute, 'yyyy-MM-dd HH:mm') AS m", "topic", "count")
+    return {(r.m, r.topic): r["count"] for r in rows.collect()}
+
+
+def test_cli_arguments_map_to_the_config(spark: SparkSession) -> None:  # parsing DDL needs the JVM
+    args = parse_args(["--topic", "a", "--topic", "b", "--lookupd-http-address", "h:4161", "--output", "/lake",
+                       "--schema", SCHEMA, "--max-messages-per-batch", "50", "--msg-timeout", "5s",
+                       "--source-option", "snappy=true", "--available-now"])
+    cfg = config(args)
+    assert cfg.topics == ("a", "b") and cfg.lookupd_http_addresses == ("h:4161",)
+    assert cfg.source_options == {"snappy": "true", "max_messages_per_batch": "50", "msg_timeout": "5s"}
+    assert cfg.events_path == "/lake/events" and cfg.checkpoint_path("counts") == "/lake/_checkpoints/counts"
+    with pytest.raises(SystemExit):
+        parse_args(["--topic", "a", "--output", "/lake"])  # neither nsqd nor lookupd
+    with pytest.raises(ValueError, match="nsq_topic"):
+        PipelineConfig(topics=("a",), output="/x", schema="nsq_topic string").body_schema()
+
+
+def test_stream_pipeline_writes_events_and_minute_counts(spark: SparkSession, nsqd: NsqdProcess,
+                                                         name: Callable[[str], str], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    clicks, views = name("clicks"), name("views")
+    sent = {clicks: events(240, 2.0, "ann"), views: events(90, 4.0, "bob")}  # 8 and 6 minutes of event time
+    publish(nsqd, clicks, [json.dumps(e).encode() for e in sent[clicks]] + [b"not json"])
+    publish(nsqd, views, [json.dumps(e).encode() for e in sent[views]])
+    cfg = PipelineConfig(topics=(clicks, views), output=str(tmp_path / "lake"), nsqd_tcp_addresses=(nsqd.tcp_address,),
+                         schema=SCHEMA, event_time_field="ts", watermark="1 minute", available_now=True,
+                         source_options={"max_messages_per_batch": "400"})
+
+    run(spark, cfg, threading.Event())
+
+    stored = spark.read.parquet(cfg.events_path)
+    rows = stored.collect()
+    assert len(rows) == 331 and len({r.nsq_id for r in rows}) == 331
+    assert [r._corrupt_record for r in rows if r._corrupt_record] == ["not json"]
+    parsed = [r for r in rows if r.user]
+    assert Counter(r.nsq_topic for r in parsed) == {clicks: 240, views: 90}
+    assert sorted(r.amount for r in parsed if r.nsq_topic == views) == [i / 2 for i in range(90)]
+    partitions = {(str(r.date), r.hour) for r in parsed}  # (partition discovery reads date=... as a date)
+    assert partitions == {("2026-01-01", 10)}
+    assert (Path(cfg.events_path) / "date=2026-01-01" / "hour=10").is_dir()
+
+    # a minute is final once the watermark (latest event time - 1 minute) has passed its end
+    watermark = max(datetime.fromisoformat(e["ts"]) for es in sent.values() for e in es) - timedelta(minutes=1)
+    expected = Counter((minute(e["ts"]), topic) for topic, es in sent.items() for e in es)
+    # (the body that is not JSON counts at its publish time, today)
+    counts = {k: v for k, v in read_counts(spark, cfg.counts_path).items() if k[0].startswith("2026-01-01")}
+    closed = {k: v for k, v in expected.items() if k[0] <= minute((watermark - timedelta(minutes=1)).isoformat())}
+    assert len(closed) >= 10
+    assert {k: v for k, v in counts.items() if k in closed} == closed
+    assert all(counts[k] == expected[k] for k in counts)
+
+    for topic in sent:
+        wait_for(lambda topic=topic: drained(nsqd, topic, cfg.channel), timeout=10)
+    progress = capsys.readouterr().out
+    assert "[events] batch 0: " in progress and "rows/s" in progress and "[counts] batch 0: " in progress
+
+
+def write_archive(nsqd: NsqdProcess, topic: str, bodies: list[bytes], directory: Path) -> list[Path]:
+    """nsq_to_file --gzip when it is installed, else gzip files in its naming."""
+    tool = Path(sys.executable).parent / "nsq_to_file"
+    if not tool.exists():
+        hour = datetime.now().strftime("%Y-%m-%d_%H")
+        path = directory / f"{topic}.{os.uname().nodename.split('.')[0]}-000000.{hour}.log.gz"
+        with gzip.open(path, "wb") as f:
+            f.write(b"".join(b + b"\n" for b in bodies))
+        return [path]
+    proc = subprocess.Popen([str(tool), f"--topic={topic}", f"--nsqd-tcp-address={nsqd.tcp_address}",
+                             f"--output-dir={directory}", "--gzip", "--sync-interval=500ms"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: find_channel(nsqd, topic, "nsq_to_file"), timeout=30)
+        publish(nsqd, topic, bodies)
+        wait_for(lambda: drained(nsqd, topic, "nsq_to_file"), timeout=30)  # FINed after fsync
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    return sorted(directory.glob("*.log.gz"))
+
+
+def test_archive_mode_writes_the_same_layout(spark: SparkSession, nsqd: NsqdProcess, name: Callable[[str], str],
+                                             tmp_path: Path) -> None:
+    topic = name("archived")
+    sent = events(150, 3.0, "cat")
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    files = write_archive(nsqd, topic, [json.dumps(e).encode() for e in sent], archive)
+    assert files and all(f.name.startswith(f"{topic}.") for f in files)
+    (archive / "unrelated.txt").write_text("not an archive\n")
+    cfg = PipelineConfig(topics=(), output=str(tmp_path / "lake"), schema=SCHEMA, event_time_field="ts")
+
+    assert run_archive(spark, cfg, str(archive)) == len(sent)
+
+    rows = spark.read.parquet(cfg.events_path).selectExpr(
+        "date_format(ts, \"yyyy-MM-dd'T'HH:mm:ss\") AS ts", "date_format(nsq_timestamp, 'yyyy-MM-dd_HH') AS hour_file",
+        "nsq_topic", "date", "hour", "nsq_id").collect()
+    assert sorted(r.ts for r in rows) == sorted(e["ts"][:19] for e in sent)
+    assert {(r.nsq_topic, str(r.date), r.hour, r.nsq_id) for r in rows} == {(topic, "2026-01-01", 10, None)}
+    assert {r.hour_file for r in rows} == {files[0].name.rsplit(".", 3)[1]}  # the hour in the file name
+    assert read_counts(spark, cfg.counts_path) == Counter((minute(e["ts"]), topic) for e in sent)
+
+
+def test_archive_mode_refuses_a_streaming_output(spark: SparkSession, tmp_path: Path) -> None:
+    cfg = PipelineConfig(topics=(), output=str(tmp_path / "lake"))
+    (Path(cfg.events_path) / "_spark_metadata").mkdir(parents=True)
+    with pytest.raises(ArchiveError, match="streaming query"):
+        run_archive(spark, cfg, str(tmp_path))
+

@@ -1,0 +1,36 @@
+"""Helpers for the Spark tests: publish over nsqd's HTTP API, read a channel's counters."""
+
+from __future__ import annotations
+
+import requests
+
+from tests.support import NsqdProcess
+
+
+def publish(nsqd: NsqdProcess, topic: str, bodies: list[bytes]) -> None:
+    """MPUB over HTTP in chunks (binary mode: bodies may hold newlines)."""
+    for i in range(0, len(bodies), 1000):
+        chunk = bodies[i:i + 1000]
+        payload = len(chunk).to_bytes(4, "big") + b"".join(len(b).to_bytes(4, "big") + b for b in chunk)
+        resp = requests.post(f"{nsqd.http_url}/mpub", params={"topic": topic, "binary": "true"}, data=payload,
+                             timeout=10)
+        resp.raise_for_status()
+
+
+def find_channel(nsqd: NsqdProcess, topic: str, channel: str) -> dict | None:
+    for t in nsqd.stats(topic=topic, channel=channel)["topics"] or []:
+        for c in t["channels"] or []:
+            if c["channel_name"] == channel:
+                return c
+    return None
+
+
+def channel_stats(nsqd: NsqdProcess, topic: str, channel: str) -> dict:
+    found = find_channel(nsqd, topic, channel)
+    assert found is not None, f"no channel {topic}/{channel}"
+    return found
+
+
+def drained(nsqd: NsqdProcess, topic: str, channel: str) -> bool:
+    stats = channel_stats(nsqd, topic, channel)
+    return stats["depth"] == 0 and stats["in_flight_count"] == 0 and stats["deferred_count"] == 0
