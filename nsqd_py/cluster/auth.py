@@ -11,6 +11,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
+import gevent
+import orjson
 import requests
 
 from ..log import Logger
@@ -60,7 +62,7 @@ class AuthServers:
     request_timeout: float
     logger: Logger
 
-    def query(self, remote_ip: str, tls: bool, common_name: str, secret: str) -> AuthState:
+    def query(self, remote_ip: str, tls: bool, common_name: str, secret: bytes) -> AuthState:
         """Ask the servers in turn from a random start; the first usable answer wins."""
         start = random.randrange(len(self.addresses))
         error: Exception = AuthError("no auth server configured")
@@ -73,24 +75,29 @@ class AuthServers:
                 error = err
         raise error
 
-    def _query_one(self, address: str, remote_ip: str, tls: bool, common_name: str, secret: str) -> AuthState:
+    def _query_one(self, address: str, remote_ip: str, tls: bool, common_name: str, secret: bytes) -> AuthState:
         endpoint = address if "://" in address else f"http://{address}/auth"
-        params = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
-                  "tls": "true" if tls else "false"}
+        params: dict[str, str | bytes] = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
+                                          "tls": "true" if tls else "false"}
         headers = {"Accept": "application/vnd.nsq; version=1.0"}
         timeout = (self.connect_timeout, self.request_timeout)
+        # like Go's http.Client.Timeout the limit covers the whole exchange, not each read
+        deadline = gevent.Timeout(self.request_timeout, AuthError(f"request timed out after {self.request_timeout}s"))
         try:
-            if self.method == "post":
-                body = {key: [value] for key, value in params.items()}
-                resp = requests.post(endpoint, json=body, headers=headers, timeout=timeout)
-            else:
-                resp = requests.get(endpoint, params=params, headers=headers, timeout=timeout)
+            with deadline:
+                if self.method == "post":
+                    body = {key: [value.decode("utf-8", "replace") if isinstance(value, bytes) else value]
+                            for key, value in params.items()}
+                    resp = requests.post(endpoint, json=body, headers=headers, timeout=timeout)
+                else:
+                    resp = requests.get(endpoint, params=params, headers=headers, timeout=timeout)
+                text = resp.text
         except requests.RequestException as err:
             raise AuthError(str(err)) from None
         if resp.status_code != 200:
-            raise AuthError(f"got response {resp.status_code} {resp.text!r}")
+            raise AuthError(f"got response {resp.status_code} {text!r}")
         try:
-            return parse_auth_reply(resp.json())
+            return parse_auth_reply(orjson.loads(text))
         except ValueError as err:
             raise AuthError(str(err)) from None
 

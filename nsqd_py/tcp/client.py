@@ -35,6 +35,8 @@ _FRAME_HEADER = struct.Struct(">ii")
 #: nsqd's bufio reader size: a command line longer than this closes the connection
 MAX_LINE_LENGTH = 16 * 1024
 _RECV_SIZE = 65536
+#: how long one connection may keep the event loop to itself while its socket keeps having data
+_MAX_BUSY_SECONDS = 0.005
 HEARTBEAT_PAYLOAD = b"_heartbeat_"
 
 
@@ -51,6 +53,7 @@ class ClientV2(Consumer):
         "_closed",
         "_first_pending",
         "_flush_now",
+        "_last_yield",
         "_out",
         "_out_size",
         "_rbuf",
@@ -122,12 +125,13 @@ class ClientV2(Consumer):
         self.authed = False
         self.auth_identity = ""
         self.auth_identity_url = ""
-        self.auth_secret = ""
+        self.auth_secret = b""
         self.auth_state: AuthState | None = None
         self.topology_zone = ""
         self.topology_region = ""
         self._rbuf = bytearray()
         self._rpos = 0
+        self._last_yield = time.monotonic()
         self._recv: Callable[[int], bytes] = sock.recv
         self._send: Callable[[bytes], None] = sock.sendall
         self._out: list[bytes] = []
@@ -149,6 +153,11 @@ class ClientV2(Consumer):
         self.sock.settimeout(2 * self.heartbeat_interval if self.heartbeat_interval > 0 else None)
 
     def _fill(self) -> None:
+        now = time.monotonic()
+        if now - self._last_yield > _MAX_BUSY_SECONDS:
+            # a socket that always has data never makes gevent switch: let the others run
+            gevent.idle()
+            self._last_yield = time.monotonic()
         try:
             data = self._recv(_RECV_SIZE)
         except TimeoutError:
@@ -285,14 +294,17 @@ class ClientV2(Consumer):
     # ---- transport upgrades (IDENTIFY) ---------------------------------------------------------
 
     def upgrade_tls(self, context: ssl.SSLContext) -> None:
-        """Server-side TLS handshake on the raw socket (5 s deadline, like nsqd)."""
+        """Server-side TLS handshake on the raw socket (5 s deadline, like nsqd). The handshake runs
+        on a duplicate of the socket, so after a failure the plain one still carries the error frame."""
         with self._write_lock:
-            tls_sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
+            tls_sock = context.wrap_socket(self.sock.dup(), server_side=True, do_handshake_on_connect=False)
             tls_sock.settimeout(5)
             try:
                 tls_sock.do_handshake()
             except (OSError, ValueError) as err:
+                tls_sock.close()
                 raise ConnectionLost(str(err)) from None
+            self.sock.close()
             self.sock = tls_sock
             self._recv = tls_sock.recv
             self._send = tls_sock.sendall
@@ -300,7 +312,7 @@ class ClientV2(Consumer):
             self.tls_version = version_name(tls_sock)
             self.tls_cipher_suite = cipher_suite_name(tls_sock)
             self.tls_negotiated_protocol = tls_sock.selected_alpn_protocol() or ""
-            self.tls_negotiated_protocol_is_mutual = bool(self.tls_negotiated_protocol)
+            self.tls_negotiated_protocol_is_mutual = True  # what Go's crypto/tls always reports
             cert = tls_sock.getpeercert()
             self.tls_common_name = _common_name(cert) if cert else ""
 
@@ -365,6 +377,13 @@ class ClientV2(Consumer):
         if self._out:
             self._flush_now = True
             self._wake.set()
+
+    def set_auth_state(self, state: AuthState) -> None:
+        """What the auth server said, also after a re-query; `authed` means it granted something."""
+        self.auth_state = state
+        self.authed = bool(state.authorizations)
+        self.auth_identity = state.identity
+        self.auth_identity_url = state.identity_url
 
     def published(self, topic: str, count: int) -> None:
         self.pub_counts[topic] = self.pub_counts.get(topic, 0) + count

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import gevent
-import orjson
 
+from .. import jsonenc
 from ..cluster.auth import AuthError, AuthServers, AuthState
 from ..core.consumer import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED
 from ..core.diskqueue import BackendError
@@ -159,14 +159,15 @@ class ProtocolV2:
             raise FatalClientError("E_AUTH_FIRST", f"AUTH required before {cmd}")
         if state.is_expired():
             try:
-                state = client.auth_state = self._query_auth(auth, client.auth_secret)
+                state = self._query_auth(auth, client.auth_secret)
             except AuthError as err:
                 self.log.warn(f"[{client}] AUTH failed {err}")
                 raise FatalClientError("E_AUTH_FAILED", "AUTH failed") from None
+            client.set_auth_state(state)
         if not state.is_allowed(topic, channel):
             raise FatalClientError("E_UNAUTHORIZED", f'AUTH failed for {cmd} on "{topic}" "{channel}"')
 
-    def _query_auth(self, auth: AuthServers, secret: str) -> AuthState:
+    def _query_auth(self, auth: AuthServers, secret: bytes) -> AuthState:
         client = self.client
         remote_ip = "" if client.remote_address == "@" else client.remote_address.rsplit(":", 1)[0].strip("[]")
         return auth.query(remote_ip, client.tls, client.tls_common_name, secret)
@@ -224,7 +225,7 @@ class ProtocolV2:
             "topology_region": client.topology_region,
             "topology_zone": client.topology_zone,
         }
-        client.send_response(orjson.dumps(reply))
+        client.send_response(jsonenc.dumps(reply))
         try:
             if tls:
                 self.log.info(f"PROTOCOL(V2): [{client}] upgrading connection to TLS")
@@ -301,7 +302,7 @@ class ProtocolV2:
             raise FatalClientError("E_BAD_BODY", f"AUTH body too big {size} > {self.opts.max_body_size}")
         if size <= 0:
             raise FatalClientError("E_BAD_BODY", f"AUTH invalid body size {size}")
-        secret = self._read_body(size, "E_BAD_BODY", "AUTH failed to read body").decode("utf-8", "replace")
+        secret = self._read_body(size, "E_BAD_BODY", "AUTH failed to read body")
         client = self.client
         if client.authed:
             raise FatalClientError("E_INVALID", "AUTH already set")
@@ -314,13 +315,10 @@ class ProtocolV2:
             self.log.warn(f"PROTOCOL(V2): [{client}] AUTH failed {err}")
             raise FatalClientError("E_AUTH_FAILED", "AUTH failed") from None
         client.auth_secret = secret
-        client.auth_state = state
+        client.set_auth_state(state)
         if not state.authorizations:
             raise FatalClientError("E_UNAUTHORIZED", "AUTH no authorizations found")
-        client.authed = True
-        client.auth_identity = state.identity
-        client.auth_identity_url = state.identity_url
-        client.send_response(orjson.dumps({"identity": state.identity, "identity_url": state.identity_url,
+        client.send_response(jsonenc.dumps({"identity": state.identity, "identity_url": state.identity_url,
                                            "permission_count": len(state.authorizations)}))
         return None
 

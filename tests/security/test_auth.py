@@ -132,8 +132,6 @@ def test_auth_grants_and_reports_identity(auth_nsqd: NsqdProcess, authd: AuthSer
     assert sub.consume(3) == [b"hello", b"a", b"b"]
 
 
-@pytest.mark.xfail(strict=True, reason="server bug (byte-level): the AUTH reply is serialised with orjson; Go's "
-                   "json.Marshal HTML-escapes <, > and & as \\u003c, \\u003e, \\u0026")
 def test_auth_reply_escapes_like_go(auth_nsqd: NsqdProcess, policy: Policy) -> None:
     policy.replies["html"] = (200, grant(identity="a&b<c>", identity_url="https://id/?x=1&y=2"))
     conn = SecureConn(auth_nsqd.tcp_port)
@@ -155,8 +153,6 @@ def test_query_string_is_encoded_like_go(auth_nsqd: NsqdProcess, authd: AuthServ
     assert req.raw_query == "common_name=&remote_ip=127.0.0.1&secret=s3cr%2Ft+x%26y%3Dz%2B%C3%BC&tls=false"
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: the AUTH body is decoded as UTF-8 with replacement, so a "
-                   "binary secret reaches the auth server as U+FFFD instead of its bytes")
 def test_binary_secret_is_sent_byte_for_byte(auth_nsqd: NsqdProcess, authd: AuthServer) -> None:
     """nsqd passes string(body) to url.Values: the raw bytes are percent-encoded (%FF), not replaced."""
     conn = SecureConn(auth_nsqd.tcp_port)
@@ -244,8 +240,6 @@ def test_auth_server_failures(secret: str, auth_nsqd: NsqdProcess, authd: AuthSe
     assert len(requests_for(authd, secret)) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: --http-client-request-timeout is applied per socket read "
-                   "(requests' read timeout), not to the whole request like Go's http.Client.Timeout")
 def test_request_timeout_covers_the_whole_response(auth_nsqd: NsqdProcess) -> None:
     """An auth server that sends its headers at once and then drips the body over ~2.8 s: with
     --http-client-request-timeout=1s nsqd gives up after ~1 s (E_AUTH_FAILED)."""
@@ -360,8 +354,6 @@ def test_ttl_expiry_requeries(auth_nsqd: NsqdProcess, authd: AuthServer, policy:
     assert conn.error_then_closed() == b'E_UNAUTHORIZED AUTH failed for PUB on "t_exp" ""'
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: /stats keeps the identity of the first AUTH; nsqd reports the "
-                   "current AuthState (re-queried after the ttl)")
 def test_stats_identity_follows_requery(auth_nsqd: NsqdProcess, policy: Policy) -> None:
     secret = "reidentify"
     policy.replies[secret] = (200, grant(ttl=1, identity="v1", identity_url="https://id/v1"))

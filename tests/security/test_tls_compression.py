@@ -192,8 +192,6 @@ def test_tls_1_2_cipher_suite_uses_go_name(tls_nsqd: NsqdProcess, pki: Pki, name
     conn.close()
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: tls_negotiated_protocol_is_mutual is derived from ALPN; Go's "
-                   "crypto/tls (>= 1.16) always reports NegotiatedProtocolIsMutual=true and nsqd copies it")
 def test_tls_negotiated_protocol_is_mutual_like_go(tls_nsqd: NsqdProcess, pki: Pki,
                                                    name: Callable[[str], str]) -> None:
     conn = SecureConn(tls_nsqd.tcp_port)
