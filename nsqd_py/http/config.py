@@ -1,4 +1,5 @@
-"""GET /config/{opt} for every option nsqd has a flag for; PUT for `nsqlookupd_tcp_addresses` and `log_level`.
+"""GET /config/{opt} for every option nsqd has a flag for; PUT for `nsqlookupd_tcp_addresses` (the lookupd
+loop then connects to new peers and drops removed ones) and `log_level` (takes effect at once).
 
 Values are nsqd's internal ones: durations in ns, `log_level` as its number, `tls_min_version` as the TLS
 code; JSON, except strings, which nsqd's V1 envelope sends raw as text. A PUT answers like a GET after it.
@@ -37,7 +38,10 @@ class Config:
         if not body or len(body) > limit:
             raise APIError(413, "INVALID_VALUE")
         if opt == "nsqlookupd_tcp_addresses":
-            self.nsqd.opts.nsqlookupd_tcp_addresses = _string_list(body)
+            addresses = _string_list(body)
+            self.nsqd.opts.nsqlookupd_tcp_addresses = addresses
+            if self.nsqd.lookup is not None:  # nsqd's triggerOptsNotification: the lookup loop reconciles peers
+                self.nsqd.lookup.set_peers(addresses)
             if self.nsqd.lookup is not None:
                 self.nsqd.lookup.set_peers(self.nsqd.opts.nsqlookupd_tcp_addresses)
         elif opt == "log_level":
