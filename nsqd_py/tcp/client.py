@@ -156,7 +156,7 @@ class ClientV2(Consumer):
         now = time.monotonic()
         if now - self._last_yield > _MAX_BUSY_SECONDS:
             # a socket that always has data never makes gevent switch: let the others run
-            gevent.idle()
+            gevent.sleep(0.0001)  # a timer, so the loop polls everyone's sockets first
             self._last_yield = time.monotonic()
         try:
             data = self._recv(_RECV_SIZE)
