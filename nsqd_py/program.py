@@ -29,6 +29,7 @@ class NSQDProgram:
         self.nsqd = NSQD(opts, logger)
         self.tcp_server: TCPServer | None = None
         self.http_server: HTTPServer | None = None
+        self.https_server: HTTPServer | None = None
         self._listeners: list[socket.socket] = []
         self.lookup: LookupLoop | None = None
         self.statsd = StatsdPusher(self.nsqd)
@@ -51,6 +52,10 @@ class NSQDProgram:
                 http = self._listen(opts.http_address)
                 self.http_server = HTTPServer(nsqd, http)
                 nsqd.http_port = port_of(http)
+            if nsqd.tls_context is not None and opts.https_address:
+                https = self._listen(opts.https_address)
+                self.https_server = HTTPServer(nsqd, https, name="HTTPS", ssl_context=nsqd.tls_context)
+                nsqd.https_port = port_of(https)
         except ListenError as err:
             self._close_listeners()
             raise StartupError(str(err)) from None
@@ -76,8 +81,9 @@ class NSQDProgram:
     def start(self) -> None:
         if self.tcp_server is not None:
             self.tcp_server.start()
-        if self.http_server is not None:
-            self.http_server.start()
+        for server in (self.http_server, self.https_server):
+            if server is not None:
+                server.start()
         self.nsqd.start()
         if self.lookup is not None:
             self.lookup.start()
@@ -90,8 +96,9 @@ class NSQDProgram:
         if self.tcp_server is not None:
             self.tcp_server.close_listener()
             self.tcp_server.close_clients()
-        if self.http_server is not None:
-            self.http_server.close()
+        for server in (self.http_server, self.https_server):
+            if server is not None:
+                server.close()
         self._wait_for_connections()
         if self.lookup is not None:
             self.lookup.close()

@@ -1,24 +1,28 @@
-"""Serving the HTTP API inside the nsqd process on gevent's pywsgi: one greenlet per connection, so a client
-trickling a request in holds up only itself. Connection rules like Go's come from `handler.Handler`."""
+"""Serving the HTTP API (and HTTPS) inside the nsqd process: a lean HTTP/1.1 server on gevent, one
+greenlet per connection, so a client trickling a request in holds up only itself."""
 
 from __future__ import annotations
 
 import socket
-
-from gevent.pywsgi import WSGIServer
+import ssl
 
 from ..core.nsqd import NSQD
-from ..listen import display_address
+from ..listen import display_address, remove_socket_file, unix_path
 from .app import create_app
-from .handler import Handler
+from .wsgi_server import WSGIServer
 
 
 class HTTPServer:
-    def __init__(self, nsqd: NSQD, listener: socket.socket, name: str = "HTTP") -> None:
+    """``ssl_context`` makes it the HTTPS listener (which TLS-required never turns away)."""
+
+    def __init__(self, nsqd: NSQD, listener: socket.socket, name: str = "HTTP",
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.nsqd = nsqd
         self.name = name
         self.address = display_address(listener)
-        self._server = WSGIServer(listener, create_app(nsqd), log=None, error_log=None, handler_class=Handler)
+        self._unix_path = unix_path(listener)
+        app = create_app(nsqd, tls_enabled=ssl_context is not None)
+        self._server = WSGIServer(listener, app, ssl_context=ssl_context)
 
     def start(self) -> None:
         self.nsqd.logger.info(f"{self.name}: listening on {self.address}")
@@ -27,3 +31,4 @@ class HTTPServer:
     def close(self) -> None:
         self.nsqd.logger.info(f"{self.name}: closing {self.address}")
         self._server.stop(timeout=1)
+        remove_socket_file(self._unix_path)

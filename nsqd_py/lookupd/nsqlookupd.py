@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from gevent.pywsgi import WSGIServer
-
-from ..http.handler import Handler
+from ..http.wsgi_server import WSGIServer
 from ..listen import ListenError, display_address, listen, port_of
 from ..log import Logger
 from ..version import version_line
@@ -46,7 +44,7 @@ class NSQLookupd:
         self.tcp_port, self.http_port = port_of(tcp), port_of(http)
         self.tcp_server = TCPServer(self, tcp)
         self._http_address = display_address(http)
-        self._http = WSGIServer(http, create_app(self), log=None, error_log=None, handler_class=Handler)
+        self._http = WSGIServer(http, create_app(self))
 
     def _listen(self, address: str) -> socket.socket:
         sock = listen(address)

@@ -311,7 +311,7 @@ def test_tls_required_refuses_plain_http(nsqd_factory: Callable[..., NsqdProcess
     assert resp.json()["message"] == "TLS_REQUIRED"
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: --https-address is parsed but no HTTPS listener is started")
+
 def test_https_listener(nsqd_factory: Callable[..., NsqdProcess], pki: Pki) -> None:
     """nsqd serves the HTTP API over TLS on --https-address when a cert is configured (with --tls-required=true
     that is the only way to reach /stats)."""
