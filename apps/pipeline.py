@@ -82,7 +82,8 @@ def config(args: argparse.Namespace) -> PipelineConfig:
 
 def session(args: argparse.Namespace) -> SparkSession:
     """Under spark-submit (which starts the JVM first) its master stands unless --master overrides it."""
-    builder = SparkSession.builder.appName(args.app_name)
+    # our own per-batch lines replace Spark's console progress bar (which would overwrite them)
+    builder = SparkSession.builder.appName(args.app_name).config("spark.ui.showConsoleProgress", "false")
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     if args.master or not submitted:
         builder = builder.master(args.master or "local[*]")
@@ -92,6 +93,9 @@ def session(args: argparse.Namespace) -> SparkSession:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(args.log_level)
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        # the counts' state is small: Spark's default of 200 state partitions would make every batch crawl
+        spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     register(spark)
     return spark
 

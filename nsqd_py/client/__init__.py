@@ -41,7 +41,8 @@ Consuming, low level — `Connection` (one reader thread, any number of sender t
     conn.fin(frame.id); conn.req(id, delay_ms); conn.touch(id); conn.nop(); conn.cls(); conn.close()
 
   Also `pub/mpub/dpub/auth` and `request(raw)` on a connection that is not subscribed. `address` is
-  `host:port`, `[v6]:port` or a unix socket path.
+  `host:port`, `[v6]:port` or a unix socket path. `closed` turns true once the socket is gone (any I/O error
+  closes it); a Connection is not reopened — make a new one.
 
 HTTP helpers (`requests`, timeouts = (connect, request) seconds):
   `lookup_producers(lookupd, topic)` -> `["broadcast_address:tcp_port", ...]` (`[]` for an unknown topic),

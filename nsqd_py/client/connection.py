@@ -90,6 +90,7 @@ class Connection:
     def connect(self) -> Connection:
         """Dial and send the `  V2` magic; NSQConnectionError if nsqd cannot be reached."""
         target = split_address(self.address)
+        sock = None
         try:
             if isinstance(target, str):
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -100,6 +101,8 @@ class Connection:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(MAGIC_V2)
         except OSError as err:
+            if sock is not None:
+                sock.close()
             raise NSQConnectionError(f"failed to connect to {self.address} - {err}") from err
         self._sock = sock
         self.closed = False
