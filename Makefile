@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint bench clean
+.PHONY: run test install lint bench bench-deps clean
 
 run: install
 	mkdir -p data
@@ -29,6 +29,10 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/run_bench.py
+
+# Debian packages the benchmarks use (wrk for HTTP load); needs root, as on this project's machines.
+bench-deps:
+	command -v wrk >/dev/null || (apt-get update && apt-get install -y wrk)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
