@@ -23,10 +23,13 @@ _DRAIN_SECONDS = 2.0
 
 
 class NSQDProgram:
-    def __init__(self, opts: Options, logger: Logger) -> None:
+    def __init__(self, opts: Options, logger: Logger, external_http_port: int | None = None) -> None:
+        """``external_http_port``: the HTTP API is served outside the program (by gunicorn) on this port, -1 for a
+        unix socket; no HTTP listener of its own, but that port is the one reported (/info, lookupd, statsd)."""
         self.opts = opts
         self.logger = logger
         self.nsqd = NSQD(opts, logger)
+        self.external_http_port = external_http_port
         self.tcp_server: TCPServer | None = None
         self.http_server: HTTPServer | None = None
         self.https_server: HTTPServer | None = None
@@ -48,7 +51,9 @@ class NSQDProgram:
             tcp = self._listen(opts.tcp_address)
             self.tcp_server = TCPServer(nsqd, tcp)
             nsqd.tcp_port = port_of(tcp)
-            if opts.http_address:
+            if self.external_http_port is not None:
+                nsqd.http_port = self.external_http_port
+            elif opts.http_address:
                 http = self._listen(opts.http_address)
                 self.http_server = HTTPServer(nsqd, http)
                 nsqd.http_port = port_of(http)
