@@ -24,7 +24,6 @@ import os
 import shlex
 import signal
 import sys
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +33,7 @@ from gunicorn.workers.ggevent import GeventWorker
 
 from .listen import is_unix_address, port_of
 from .log import Logger
-from .options import ConfigError, Options, OptionsError, ResolveError, parse_options
-from .version import version_line
+from .options import Options, options_or_exit
 
 if TYPE_CHECKING:
     from gunicorn.workers.base import Worker
@@ -52,20 +50,7 @@ def options_from_env(environ: Mapping[str, str] = os.environ) -> Options:
     argv = shlex.split(environ.get("NSQD_ARGS", ""))
     if environ.get("NSQD_CONFIG"):
         argv = [f"--config={environ['NSQD_CONFIG']}", *argv]
-    try:
-        opts = parse_options(argv)
-    except ConfigError as err:
-        Logger().fatal(str(err))
-        sys.exit(1)
-    except ResolveError as err:  # Go's plain log.Fatalf: no prefix, no level
-        print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} {err}", file=sys.stderr)
-        sys.exit(1)
-    except OptionsError as err:
-        Logger().fatal(f"failed to instantiate nsqd - {err}")
-        sys.exit(1)
-    if opts.show_version:
-        print(version_line())
-        sys.exit(0)
+    opts = options_or_exit(argv)
     if not opts.http_address:
         Logger().fatal("failed to instantiate nsqd - gunicorn serves the HTTP API: --http-address must be set")
         sys.exit(1)
