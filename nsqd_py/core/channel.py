@@ -222,12 +222,16 @@ class Channel:
 
     # ---- FIN / REQ / TOUCH --------------------------------------------------------------------
 
-    def _pop_in_flight(self, client: Consumer, msg_id: bytes) -> Message:
+    def _owned_in_flight(self, client: Consumer, msg_id: bytes) -> Message:
         msg = self._in_flight.get(msg_id)
         if msg is None:
             raise MessageError("ID not in flight")
         if msg.client is not client:
             raise MessageError("client does not own message")
+        return msg
+
+    def _pop_in_flight(self, client: Consumer, msg_id: bytes) -> Message:
+        msg = self._owned_in_flight(client, msg_id)
         del self._in_flight[msg_id]
         client.in_flight_count -= 1
         return msg
@@ -261,11 +265,7 @@ class Channel:
 
     def touch(self, client: Consumer, msg_id: bytes) -> None:
         """TOUCH: a new deadline of the client's msg_timeout, capped at delivery + --max-msg-timeout."""
-        msg = self._in_flight.get(msg_id)
-        if msg is None:
-            raise MessageError("ID not in flight")
-        if msg.client is not client:
-            raise MessageError("client does not own message")
+        msg = self._owned_in_flight(client, msg_id)
         deadline = min(time.monotonic() + client.msg_timeout, msg.deliver_ts + self._max_msg_timeout)
         msg.deadline = deadline
         heapq.heappush(self._in_flight_heap, (deadline, next(self._seq), msg))

@@ -11,7 +11,7 @@ import os
 import random
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import gevent
@@ -243,24 +243,25 @@ class NSQD:
             raise StartupError(f"failed to parse metadata in {path} - {err}") from None
         self._loading = True
         try:
-            for entry in topics:
-                name = entry.get("name", "") if isinstance(entry, dict) else ""
-                if not isinstance(name, str) or not is_valid_name(name):
-                    self.logger.warn(f"skipping creation of invalid topic {name}")
-                    continue
+            for entry, name in self._valid_entries(topics, "topic"):
                 topic = self.get_topic(name)
                 if entry.get("paused"):
                     topic.pause()
-                for chan in entry.get("channels") or []:
-                    cname = chan.get("name", "") if isinstance(chan, dict) else ""
-                    if not isinstance(cname, str) or not is_valid_name(cname):
-                        self.logger.warn(f"skipping creation of invalid channel {cname}")
-                        continue
+                for chan, cname in self._valid_entries(entry.get("channels") or [], "channel"):
                     channel = topic.get_channel(cname)
                     if chan.get("paused"):
                         channel.pause()
         finally:
             self._loading = False
+
+    def _valid_entries(self, entries: list, kind: str) -> Iterator[tuple[dict, str]]:
+        """nsqd.dat entries with a valid name; the others are skipped with nsqd's warning."""
+        for entry in entries:
+            name = entry.get("name", "") if isinstance(entry, dict) else ""
+            if isinstance(name, str) and is_valid_name(name):
+                yield entry, name
+            else:
+                self.logger.warn(f"skipping creation of invalid {kind} {name}")
 
     # ---- queue scan ---------------------------------------------------------------------------
 

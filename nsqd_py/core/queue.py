@@ -57,9 +57,6 @@ class MessageQueue:
     def __bool__(self) -> bool:
         return bool(self._memory) or self._backend.depth() > 0
 
-    def memory_count(self) -> int:
-        return len(self._memory)
-
     def backend_depth(self) -> int:
         return self._backend.depth()
 

@@ -409,10 +409,6 @@ class ClientV2(Consumer):
         with contextlib.suppress(OSError):
             self.sock.close()
 
-    @property
-    def is_producer(self) -> bool:
-        return bool(self.pub_counts)
-
 
 def _common_name(cert: dict) -> str:
     for rdn in cert.get("subject", ()):
