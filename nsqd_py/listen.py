@@ -72,6 +72,17 @@ def _bind_tcp(gsocket, host: str, port: int) -> socket.socket:
     return sock
 
 
+def send_all(sock: socket.socket, data: bytes) -> None:
+    """`sock.sendall` without gevent's per-call getsockopt(SO_SNDBUF) syscall: a loop of plain
+    sends (each waits cooperatively when the socket is full)."""
+    sent = sock.send(data)
+    if sent == len(data):
+        return
+    with memoryview(data) as view:
+        while sent < len(data):
+            sent += sock.send(view[sent:])
+
+
 def unix_path(sock: socket.socket) -> str | None:
     """The file of a unix socket listener (None for TCP); read it before closing the socket."""
     return sock.getsockname() if sock.family == socket.AF_UNIX else None

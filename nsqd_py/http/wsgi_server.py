@@ -31,6 +31,8 @@ from urllib.parse import unquote
 import gevent
 from gevent.server import StreamServer
 
+from ..listen import send_all
+
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 #: Go's DefaultMaxHeaderBytes, plus the 4096 bytes of slack its reader allows
@@ -290,7 +292,7 @@ class WSGIServer:
                 close()
         reusable = body.settle()
         keep_alive = keep_alive and reusable
-        sock.sendall(self._answer(response, data, keep_alive, env["REQUEST_METHOD"] == "HEAD"))
+        send_all(sock, self._answer(response, data, keep_alive, env["REQUEST_METHOD"] == "HEAD"))
         if not reusable:
             _linger(sock)
         return keep_alive

@@ -58,6 +58,8 @@ class Consumer:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._per_address = 1
+        self._paused = False
+        self._last_error: Exception | None = None
         self._touch_interval = _DEFAULT_MSG_TIMEOUT / 2
         self._next_touch = 0.0
         self._next_lookup = 0.0
@@ -72,7 +74,8 @@ class Consumer:
         for address in addresses:
             self._add(address)
         if self.opts.connect.nsqd_tcp_addresses and not any(link.conn for link in self._links.values()):
-            raise NSQConnectionError(f"could not subscribe on any of {', '.join(sorted(addresses))}")
+            raise NSQConnectionError(f"could not subscribe on any of {', '.join(sorted(addresses))}: "
+                                     f"{self._last_error}")
         self._next_lookup = time.monotonic() + self.opts.lookupd_poll_interval
         self._thread = threading.Thread(target=self._run, name="nsq-consumer", daemon=True)
         self._thread.start()
@@ -122,10 +125,10 @@ class Consumer:
         self._settle(messages, lambda msg: command("REQ", msg.id, "0"))
 
     def requeue_buffered(self) -> None:
-        """Stop receiving (RDY 0) and hand back every message not taken yet."""
+        """Stop receiving for good (RDY 0, also after reconnects) and hand back every message not taken yet."""
         with self._lock:
-            for link in self._links.values():
-                self._send(link, command("RDY", "0"))
+            self._paused = True
+            self._rebalance()
             pending, self._buffer = list(self._buffer), deque()
         self.requeue(pending)
 
@@ -232,6 +235,7 @@ class Consumer:
                 conn.close()
                 raise
         except (NSQError, OSError) as err:
+            self._last_error = err
             link.retry_at = time.monotonic() + link.backoff
             log.warning("cannot subscribe on %s (retrying in %.0fs): %s", link.address, link.backoff, err)
             link.backoff = min(link.backoff * 2, _MAX_BACKOFF)
@@ -263,8 +267,9 @@ class Consumer:
         live = [link for link in self._links.values() if link.conn is not None]
         for link in live:
             assert link.conn is not None
-            cap = int(link.conn.negotiated.get("max_rdy_count", 2500))
-            self._send(link, command("RDY", str(max(1, min(cap, self.max_in_flight // len(live))))))
+            cap = int(link.conn.negotiated.get("max_rdy_count", _MAX_RDY))
+            rdy = 0 if self._paused else max(1, min(cap, self.max_in_flight // len(live)))
+            self._send(link, command("RDY", str(rdy)))
 
     def _send(self, link: _Link, raw: bytes) -> None:
         conn = link.conn

@@ -138,7 +138,7 @@ class ReadOptions:
     channel: str
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     #: also the in-flight bound: RDY over all connections never exceeds it
-    max_messages_per_batch: int = 1000
+    max_messages_per_batch: int = 5000
     num_partitions: int = 2
     #: with trigger(availableNow=True): the query ends after this long without an admissible message
     idle_timeout: float = 2.0
@@ -154,7 +154,7 @@ class ReadOptions:
             topic=_topic(opts),
             channel=channel,
             connect=ConnectOptions.parse(opts),
-            max_messages_per_batch=_int(opts, "max_messages_per_batch", 1000, minimum=1),
+            max_messages_per_batch=_int(opts, "max_messages_per_batch", 5000, minimum=1),
             num_partitions=_int(opts, "num_partitions", 2, minimum=1),
             idle_timeout=_seconds(opts, "idle_timeout", 2.0) or 0.0,
             lookupd_poll_interval=_seconds(opts, "lookupd_poll_interval", 60.0) or 60.0,

@@ -21,6 +21,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from ..client.connection import Connection
+from ..client.errors import NSQConnectionError
 from .connect import open_connection
 from .discovery import all_nodes
 from .options import OptionError, WriteOptions
@@ -94,14 +95,31 @@ class _Publishing:
         conn: Connection | None = None
         try:
             for chunk in _chunks(_bodies(batches, self.column), self.opts.mpub_max_messages, self.opts.mpub_max_bytes):
-                if conn is None:
-                    conn = open_connection(address, self.opts.connect)
-                conn.mpub(self.opts.topic, chunk)
+                conn = self._mpub(conn, address, chunk)
                 count += len(chunk)
         finally:
             if conn is not None:
                 conn.close()
         return Published(address, count)
+
+    def _mpub(self, conn: Connection | None, address: str, chunk: list[bytes]) -> Connection:
+        """MPUB and wait for OK. Computing the rows can take longer than nsqd waits for an idle client, so a
+        connection found dead is replaced once (its last MPUB may have landed anyway: at-least-once)."""
+        if conn is not None:
+            try:
+                while conn.read_frame(0) is not None:
+                    pass  # heartbeats that came while the rows were computed (answered with NOP)
+                conn.mpub(self.opts.topic, chunk)
+                return conn
+            except NSQConnectionError:
+                conn.close()
+        conn = open_connection(address, self.opts.connect)
+        try:
+            conn.mpub(self.opts.topic, chunk)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
 
 class NSQWriter(_Publishing, DataSourceArrowWriter):

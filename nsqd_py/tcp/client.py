@@ -13,6 +13,7 @@ import ssl
 import struct
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import gevent
@@ -20,6 +21,7 @@ from gevent.event import Event
 from gevent.lock import Semaphore
 
 from ..core.consumer import STATE_CLOSING, Consumer
+from ..listen import send_all
 from ..tlsconfig import cipher_suite_name, version_name
 from .compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
 
@@ -133,7 +135,7 @@ class ClientV2(Consumer):
         self._rpos = 0
         self._last_yield = time.monotonic()
         self._recv: Callable[[int], bytes] = sock.recv
-        self._send: Callable[[bytes], None] = sock.sendall
+        self._send: Callable[[bytes], None] = partial(send_all, sock)
         self._out: list[bytes] = []
         self._out_size = 0
         self._first_pending = 0.0
@@ -307,7 +309,7 @@ class ClientV2(Consumer):
             self.sock.close()
             self.sock = tls_sock
             self._recv = tls_sock.recv
-            self._send = tls_sock.sendall
+            self._send = partial(send_all, tls_sock)
             self.tls = True
             self.tls_version = version_name(tls_sock)
             self.tls_cipher_suite = cipher_suite_name(tls_sock)
