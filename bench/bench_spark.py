@@ -26,7 +26,7 @@ import requests
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from nsqd_py.client import Producer
+from nsqd_py.client import Producer, nsqd_stats
 from nsqd_py.spark import register
 
 
@@ -52,7 +52,8 @@ def start_nsqd(workdir: Path) -> tuple[subprocess.Popen, str, str]:
 
 
 def depth(http: str, topic: str) -> int:
-    stats = requests.get(f"http://{http}/stats", params={"format": "json", "topic": topic}, timeout=5).json()
+    """Messages of ``topic`` still in nsqd: queued in the topic or its channels, or in flight."""
+    stats = nsqd_stats(http, topic, include_clients=False)
     return sum(t["depth"] + sum(c["depth"] + c["in_flight_count"] for c in t["channels"] or [])
                for t in stats["topics"] or [])
 

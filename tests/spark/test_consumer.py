@@ -10,11 +10,12 @@ from collections.abc import Callable
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from nsqd_py.client.errors import NSQConnectionError
 from nsqd_py.spark.consumer import Consumer
 from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
 from nsqd_py.spark.reader import NSQStreamReader
 from tests.spark.util import channel_stats, drained, publish
-from tests.support import NsqdProcess, wait_for
+from tests.support import NsqdProcess, free_port, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -122,3 +123,9 @@ def test_requeue_buffered_hands_messages_back(nsqd: NsqdProcess, name: Callable[
         assert stats["in_flight_count"] == 0 and stats["requeue_count"] == 5
     finally:
         consumer.close()
+
+
+def test_unreachable_nsqd_fails_at_start() -> None:
+    opts = ReadOptions.parse({"topic": "t", "channel": "c", "nsqd_tcp_addresses": f"127.0.0.1:{free_port()}"})
+    with pytest.raises(NSQConnectionError, match=r"could not subscribe on any of .*refused"):
+        Consumer(opts, max_in_flight=10).start()

@@ -102,7 +102,7 @@ def test_stream_pipeline_writes_events_and_minute_counts(spark: SparkSession, ns
 def write_archive(nsqd: NsqdProcess, topic: str, bodies: list[bytes], directory: Path) -> list[Path]:
     """nsq_to_file --gzip when it is installed, else gzip files in its naming."""
     tool = Path(sys.executable).parent / "nsq_to_file"
-    if not tool.exists():
+    if not tool.exists() or subprocess.run([tool, "--version"], capture_output=True, timeout=30).returncode:
         hour = datetime.now().strftime("%Y-%m-%d_%H")
         path = directory / f"{topic}.{os.uname().nodename.split('.')[0]}-000000.{hour}.log.gz"
         with gzip.open(path, "wb") as f:

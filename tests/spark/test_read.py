@@ -64,19 +64,19 @@ def test_failed_batch_is_redelivered_after_restart(spark: SparkSession, nsqd: Ns
         seen.extend(got)
 
     def run() -> None:
-        (nsq_stream(spark, nsqd, topic, channel, max_messages_per_batch=100, msg_timeout="1500ms")
+        (nsq_stream(spark, nsqd, topic, channel, max_messages_per_batch=100, msg_timeout="3s")
          .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
          .trigger(availableNow=True).start().awaitTermination(180))
 
     with pytest.raises(StreamingQueryException, match="sink failure"):
         run()
-    assert len(seen) == 100  # the first batch went through and was committed
+    assert 0 < len(seen) <= 100  # the first batch went through (and was committed when the second was planned)
     # the failed batch and the messages buffered behind it come back after msg_timeout
     wait_for(lambda: channel_stats(nsqd, topic, channel)["in_flight_count"] == 0, timeout=30)
     run()
 
     assert set(seen) == bodies  # nothing lost
-    assert len(seen) == count  # the committed batch is not replayed; the failed one never reached the sink
+    assert len(seen) == count  # the committed batch was not redelivered; the failed one never reached the sink
     wait_for(lambda: drained(nsqd, topic, channel), timeout=10)
 
 
@@ -91,7 +91,7 @@ def test_stopped_query_resumes_from_its_checkpoint(spark: SparkSession, nsqd: Ns
         seen.extend(r.body for r in df.select("body").collect())
 
     def start(**trigger: object):
-        return (nsq_stream(spark, nsqd, topic, channel, max_messages_per_batch=batch, msg_timeout="1500ms")
+        return (nsq_stream(spark, nsqd, topic, channel, max_messages_per_batch=batch, msg_timeout="3s")
                 .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
                 .trigger(**trigger).start())
 
