@@ -18,8 +18,8 @@ from http import HTTPStatus
 from typing import Any
 
 import falcon
-import orjson
 
+from .. import jsonenc
 from ..log import Logger
 
 JSON_TYPE = "application/json; charset=utf-8"
@@ -61,7 +61,7 @@ def respond_v1(resp: falcon.Response, data: Any) -> None:
             resp.content_type = TEXT_TYPE
     else:
         resp.content_type = JSON_TYPE
-        resp.data = orjson.dumps(data)
+        resp.data = jsonenc.dumps(data)
 
 
 def respond_v1_error(resp: falcon.Response, code: int, text: str) -> None:
