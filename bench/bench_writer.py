@@ -12,13 +12,11 @@ Standard library only, so it runs anywhere Python 3.10+ does.
 from __future__ import annotations
 
 import argparse
-import calendar
 import collections
 import json
 import multiprocessing as mp
 import os
 import queue
-import re
 import socket
 import struct
 import sys
@@ -26,79 +24,22 @@ import time
 from array import array
 from typing import Any
 
+from benchlib import (
+    HEARTBEAT,
+    II,
+    make_log,
+    parse_addr,
+    parse_deadline,
+    parse_duration,
+    parse_name,
+    percentiles,
+    read_frame,
+)
+
 MAGIC_V2 = b"  V2"
 FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2
-HEARTBEAT = b"_heartbeat_"
-_II = struct.Struct(">ii")
-_NAME_RE = re.compile(r"^[.a-zA-Z0-9_-]{1,64}$|^[.a-zA-Z0-9_-]{1,54}#ephemeral$")
-_DURATION_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
-
-def parse_duration(text: str) -> float:
-    """Parse a Go-style duration (``10s``, ``1m30s``, ``500ms``; a bare number means seconds) into seconds."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    for m in _DURATION_RE.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 10s, 1m, 1m30s, 500ms)")
-    return total
-
-
-def parse_deadline(text: str) -> float:
-    """Parse ``--deadline``: Go's ``2006-01-02 15:04:05`` layout (UTC, as nsq's bench.py passes it) or unix seconds."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return float(calendar.timegm(time.strptime(text, "%Y-%m-%d %H:%M:%S")))
-    except ValueError as exc:
-        msg = f"invalid deadline {text!r}: want 'YYYY-MM-DD HH:MM:SS' (UTC) or unix seconds"
-        raise argparse.ArgumentTypeError(msg) from exc
-
-
-def parse_name(text: str) -> str:
-    """Validate a topic/channel name like nsqd does (otherwise ``a b`` would silently mean ``a``)."""
-    if not _NAME_RE.match(text):
-        raise argparse.ArgumentTypeError(f"invalid topic/channel name {text!r}")
-    return text
-
-
-def parse_addr(text: str) -> tuple[str, int]:
-    """Split ``host:port``."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"invalid address {text!r}, want host:port")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def log(msg: str) -> None:
-    """Print a line the way Go's ``log`` with prefix ``[bench_writer] `` does (to stderr)."""
-    sys.stderr.write(f"[bench_writer] {time.strftime('%Y/%m/%d %H:%M:%S')} {msg}\n")
-    sys.stderr.flush()
-
-
-def percentiles(values: list[float], qs: tuple[float, ...] = (0.5, 0.9, 0.99)) -> dict[str, float]:
-    """Nearest-rank percentiles plus max of ``values`` (returns zeros when empty)."""
-    out = {f"p{round(q * 100):d}": 0.0 for q in qs}
-    out["max"] = 0.0
-    if not values:
-        return out
-    s = sorted(values)
-    for q in qs:
-        out[f"p{round(q * 100):d}"] = s[min(len(s) - 1, max(0, int(q * len(s) + 0.999999) - 1))]
-    out["max"] = s[-1]
-    return out
-
+log = make_log("bench_writer")
 
 def build_mpub(topic: str, size: int, batch_size: int) -> bytes:
     """Build one complete ``MPUB`` command: ``MPUB <topic>\\n[len][count]([size][body])*``."""
@@ -112,21 +53,6 @@ def build_identify(data: dict[str, Any]) -> bytes:
     """Build an ``IDENTIFY`` command with a JSON body."""
     body = json.dumps(data).encode()
     return b"IDENTIFY\n" + struct.pack(">i", len(body)) + body
-
-
-def read_frame(sock: socket.socket, buf: bytearray) -> tuple[int, bytes]:
-    """Blocking read of one frame (used only during the handshake); leftovers stay in ``buf``."""
-    while True:
-        if len(buf) >= 8:
-            size, ftype = _II.unpack_from(buf, 0)
-            if len(buf) >= 4 + size:
-                data = bytes(buf[8 : 4 + size])
-                del buf[: 4 + size]
-                return ftype, data
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("connection closed by server during handshake")
-        buf += chunk
 
 
 def pub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any, result_q: Any) -> None:
@@ -190,7 +116,7 @@ def pub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any,
             rbuf += chunk
             off, have, fatal = 0, len(rbuf), False
             while have - off >= 8:
-                size, ftype = _II.unpack_from(rbuf, off)
+                size, ftype = II.unpack_from(rbuf, off)
                 end = off + 4 + size
                 if size < 4 or end > have:
                     if size < 4:

@@ -34,32 +34,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchlib import parse_duration
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DEFAULT_NSQD = REPO / ".venv" / "bin" / "nsqd"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-_DURATION_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _LOG_ERROR_RE = re.compile(r"\b(ERROR|FATAL|PANIC|CRITICAL)\b|^panic:|Traceback \(most recent call last\)")
 _LOG_WARN_RE = re.compile(r"\bWARN(ING)?\b")
-
-
-def parse_duration(text: str) -> float:
-    """Parse a Go-style duration (``10s``, ``1m30s``, ``500ms``; a bare number means seconds) into seconds."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    for m in _DURATION_RE.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 10s, 1m, 1m30s, 500ms)")
-    return total
 
 
 def fmt_duration(sec: float) -> str:

@@ -16,6 +16,18 @@ from ..log import DEBUG, ERROR, FATAL, INFO, WARN
 from ..version import NSQ_VERSION, PY_VERSION
 
 
+def tool_main(parse_options: Callable[[list[str]], Any], run: Callable[[Any], object]) -> Callable[..., None]:
+    """The `main` of a tool's executable: parse its flags (None means nothing to run, e.g. --version),
+    then run it."""
+
+    def main(argv: list[str] | None = None) -> None:
+        opts = parse_options(sys.argv[1:] if argv is None else argv)
+        if opts is not None:
+            run(opts)
+
+    return main
+
+
 def log_fatal(msg: str) -> NoReturn:
     """Go's `log.Fatal`: `2026/11/22 06:39:26 <msg>` on stderr, exit status 1."""
     print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} {msg}", file=sys.stderr, flush=True)
