@@ -34,6 +34,7 @@ from benchlib import (
     parse_name,
     percentiles,
     read_frame,
+    start_and_collect,
 )
 
 MAGIC_V2 = b"  V2"
@@ -427,25 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     if reply and "max_rdy_count" in reply and a.rdy > reply["max_rdy_count"]:
         log(f"warning: --rdy {a.rdy} > server max_rdy_count {reply['max_rdy_count']} (nsqd will reject RDY)")
 
-    if a.deadline is not None:
-        delay = a.deadline - time.time()
-        log(f"sleeping until {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(a.deadline))} UTC ({delay:.3f}s)")
-        if delay > 0:
-            time.sleep(delay)
-    start = time.time()
-    go.set()
-    results = []
-    for _ in procs:
-        try:
-            results.append(result_q.get(timeout=a.runfor + a.timeout + 30))
-        except queue.Empty:
-            log("error: a worker did not report in time")
-            break
-    end = time.time()
-    for pr in procs:
-        pr.join(5)
-        if pr.is_alive():
-            pr.terminate()
+    results, start, end = start_and_collect(procs, go, result_q, a.deadline, a.runfor + a.timeout + 30, log,
+                                            time.time)
     s = summarize(results, start, end, cfg)
     s["identify_reply"] = reply
     log(

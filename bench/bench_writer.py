@@ -34,6 +34,7 @@ from benchlib import (
     parse_name,
     percentiles,
     read_frame,
+    start_and_collect,
 )
 
 MAGIC_V2 = b"  V2"
@@ -275,25 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"tool": "bench_writer", "fatal": failures}))
         return 1
 
-    if a.deadline is not None:
-        delay = a.deadline - time.time()
-        log(f"sleeping until {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(a.deadline))} UTC ({delay:.3f}s)")
-        if delay > 0:
-            time.sleep(delay)
-    start = time.perf_counter()
-    go.set()
-    results = []
-    for _ in procs:
-        try:
-            results.append(result_q.get(timeout=a.runfor + a.timeout + 30))
-        except queue.Empty:
-            log("error: a worker did not report in time")
-            break
-    end = time.perf_counter()
-    for pr in procs:
-        pr.join(5)
-        if pr.is_alive():
-            pr.terminate()
+    results, start, end = start_and_collect(procs, go, result_q, a.deadline, a.runfor + a.timeout + 30, log,
+                                            time.perf_counter)
     s = summarize(results, end - start, cfg)
     log(
         f"duration: {s['duration_s']:.3f}s - {s['mb_per_s']:.3f}mb/s - {s['msgs_per_s']:.3f}ops/s"

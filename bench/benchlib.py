@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import calendar
+import queue
 import re
 import socket
 import struct
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 HEARTBEAT = b"_heartbeat_"
 II = struct.Struct(">ii")  # frame size and type
@@ -102,3 +104,29 @@ def read_frame(sock: socket.socket, buf: bytearray) -> tuple[int, bytes]:
         buf += chunk
 
 
+
+
+def start_and_collect(procs: list[Any], go: Any, result_q: Any, deadline: float | None, wait: float,
+                      log: Callable[[str], None], clock: Callable[[], float]) -> tuple[list[Any], float, float]:
+    """Start the ready workers together (at ``deadline`` if given), collect one result from each (a worker
+    that does not report within ``wait`` seconds is given up on), reap them; returns results, start, end."""
+    if deadline is not None:
+        delay = deadline - time.time()
+        log(f"sleeping until {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(deadline))} UTC ({delay:.3f}s)")
+        if delay > 0:
+            time.sleep(delay)
+    start = clock()
+    go.set()
+    results = []
+    for _ in procs:
+        try:
+            results.append(result_q.get(timeout=wait))
+        except queue.Empty:
+            log("error: a worker did not report in time")
+            break
+    end = clock()
+    for pr in procs:
+        pr.join(5)
+        if pr.is_alive():
+            pr.terminate()
+    return results, start, end
