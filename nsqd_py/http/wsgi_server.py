@@ -42,6 +42,8 @@ MAX_DRAIN = 256 << 10
 #: how long a closing connection keeps reading what the client still sends (Go waits 500 ms)
 LINGER_SECONDS = 0.5
 _RECV_SIZE = 65536
+#: how long one connection may keep the event loop to itself while its socket keeps having data
+_MAX_BUSY_SECONDS = 0.005
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
@@ -82,14 +84,19 @@ _DATE = _Date()
 class _Stream:
     """Buffered reading from the connection's socket."""
 
-    __slots__ = ("buf", "pos", "sock")
+    __slots__ = ("_last_yield", "buf", "pos", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = bytearray()
         self.pos = 0
+        self._last_yield = time.monotonic()
 
     def fill(self) -> None:
+        if time.monotonic() - self._last_yield > _MAX_BUSY_SECONDS:
+            # a client whose requests never stop arriving must not keep the event loop to itself
+            gevent.sleep(0.0001)
+            self._last_yield = time.monotonic()
         data = self.sock.recv(_RECV_SIZE)
         if not data:
             raise _Closed

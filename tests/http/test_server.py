@@ -310,3 +310,39 @@ def test_tls_required_turns_plain_http_away(nsqd_factory: NsqdFactory, tmp_path:
     assert reply.status == 403
     assert reply.header("X-Nsq-Content-Type") == "nsq; version=1.0"
     assert re.fullmatch(rb'\{"message": "TLS_REQUIRED", "https_port": -?\d+\}', reply.body)
+
+
+def test_pipelined_flood_does_not_starve_other_clients(shared_nsqd: NsqdProcess) -> None:
+    """One connection pipelining requests without pause must not keep the event loop to itself."""
+    stop = threading.Event()
+    flooder = _conn(shared_nsqd.http_port, timeout=30)
+    batch = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" * 2000
+
+    def drain() -> None:
+        try:
+            while flooder.recv(1 << 20):
+                pass
+        except OSError:
+            pass
+
+    def flood() -> None:
+        try:
+            while not stop.is_set():
+                flooder.sendall(batch)
+        except OSError:
+            pass
+
+    threads = [threading.Thread(target=drain, daemon=True), threading.Thread(target=flood, daemon=True)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(0.5)
+        latencies = []
+        for _ in range(5):
+            start = time.perf_counter()
+            assert request(shared_nsqd.http_port, "GET", "/ping", timeout=10).status == 200
+            latencies.append(time.perf_counter() - start)
+        assert max(latencies) < 2.0, latencies
+    finally:
+        stop.set()
+        flooder.close()
