@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
+import struct
 import subprocess
+import threading
 import time
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from tests.support import (
     FRAME_RESPONSE,
@@ -172,3 +177,63 @@ def test_second_sigterm_during_flush_still_flushes(nsqd_factory, tmp_path: Path)
     assert proc.stop() == 0
     proc2 = nsqd_factory(data_path=data)
     assert proc2.stats()["topics"][0]["channels"][0]["depth"] == 100_000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_after", [0.7, 1.9])
+def test_kill_9_under_load_loses_nothing_acknowledged(nsqd_factory, tmp_path: Path, kill_after: float) -> None:
+    """Publishers and a consumer run flat out; kill -9 lands wherever it lands. Every body whose PUB or
+    MPUB got OK and that was not FINed must come back after the restart."""
+    data = tmp_path / "d"
+    flags = ("--mem-queue-size=0", "--sync-every=1", "--max-bytes-per-file=65536")
+    proc = nsqd_factory(*flags, data_path=data)
+    acknowledged: list[bytes] = []
+    finished: set[bytes] = set()
+    stop = threading.Event()
+
+    def publish() -> None:
+        try:
+            conn = RawConn(proc.tcp_port)
+            for i in itertools.count():
+                if stop.is_set():
+                    return
+                if i % 2:
+                    body = f"pub-{i}".encode()
+                    conn.send("PUB load", body)
+                    batch = [body]
+                else:
+                    batch = [f"mpub-{i}-{j}".encode() for j in range(20)]
+                    conn.send("MPUB load", mpub_body(batch))
+                if conn.frame() != (FRAME_RESPONSE, b"OK"):
+                    return
+                acknowledged.extend(batch)
+        except (OSError, ConnectionError, struct.error):
+            return
+
+    def consume() -> None:
+        try:
+            conn = RawConn(proc.tcp_port)
+            conn.identify()
+            conn.sub("load", "c")
+            conn.send("RDY 50")
+            while not stop.is_set():
+                msg = conn.message()
+                conn.send(b"FIN " + msg.id)
+                finished.add(msg.body)  # counted as FINed only once the FIN is on its way
+        except (OSError, ConnectionError, struct.error, AssertionError):
+            return
+
+    threads = [threading.Thread(target=publish), threading.Thread(target=consume)]
+    for thread in threads:
+        thread.start()
+    time.sleep(kill_after)
+    proc.stop(signal.SIGKILL)
+    stop.set()
+    for thread in threads:
+        thread.join(10)
+    assert len(acknowledged) > 100, "the load never got going"
+
+    proc2 = nsqd_factory(*flags, data_path=data)
+    back = {m.body for m in drain(proc2.tcp_port, "load", "c", idle=1.5)}
+    missing = [b for b in acknowledged if b not in finished and b not in back]
+    assert not missing, f"lost {len(missing)} of {len(acknowledged)} acknowledged messages, e.g. {missing[:5]}"
