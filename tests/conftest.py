@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
+from tests.clients.util import IOLoopThread
 from tests.support import NsqdProcess
 
 
@@ -31,3 +34,24 @@ def shared_nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProces
     proc = NsqdProcess(tmp_path_factory.mktemp("nsqd"), "--max-req-timeout=10m").start()
     yield proc
     proc.stop()
+
+
+@pytest.fixture
+def io() -> Iterator[IOLoopThread]:
+    """A tornado IOLoop in a thread for pynsq Readers/Writers (stopped after the test)."""
+    loop = IOLoopThread()
+    yield loop
+    loop.stop()
+
+
+@pytest.fixture
+def cleanup() -> Iterator[ExitStack]:
+    """Register ``close`` callbacks of clients; they run (in reverse) even when the test fails."""
+    with ExitStack() as stack:
+        yield stack
+
+
+@pytest.fixture
+def name() -> Callable[[str], str]:
+    """Unique topic/channel names so tests can share one nsqd."""
+    return lambda prefix: f"{prefix}_{uuid.uuid4().hex[:10]}"

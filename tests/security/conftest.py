@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 
 import pytest
 
-from tests.clients.util import IOLoopThread
 from tests.security.certs import Pki, make_pki
 from tests.security.util import AuthServer
 from tests.support import free_port
@@ -31,22 +28,7 @@ def tls_flags(pki: Pki) -> Callable[..., list[str]]:
     return flags
 
 
-@pytest.fixture
-def io() -> Iterator[IOLoopThread]:
-    loop = IOLoopThread()
-    yield loop
-    loop.stop()
 
-
-@pytest.fixture
-def cleanup() -> Iterator[ExitStack]:
-    with ExitStack() as stack:
-        yield stack
-
-
-@pytest.fixture
-def name() -> Callable[[str], str]:
-    return lambda prefix: f"{prefix}_{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture
