@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.conftest import cleanup, io  # noqa: F401 - the client tests' fixtures, used here too
 from tests.cluster.util import LookupdProcess
 from tests.support import NsqdProcess
 
