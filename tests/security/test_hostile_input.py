@@ -91,11 +91,13 @@ class Bystanders:
 def hostile(tmp_path_factory: pytest.TempPathFactory, tls_flags: Callable[..., list[str]],
             pki: Pki) -> Iterator[tuple[NsqdProcess, Bystanders]]:
     proc = NsqdProcess(tmp_path_factory.mktemp("hostile"), *tls_flags()).start()
-    by = Bystanders(proc, pki.ca)
-    yield proc, by
-    by.check()
-    log = proc.log()
-    proc.stop()
+    try:
+        by = Bystanders(proc, pki.ca)
+        yield proc, by
+        by.check()
+    finally:
+        log = proc.log()
+        proc.stop()
     assert "Traceback" not in log, log[-3000:]
 
 
