@@ -7,6 +7,7 @@ from urllib.parse import unquote_to_bytes
 
 import falcon
 
+from ..core.names import is_valid_name
 from .responses import APIError
 
 #: nsqd's `boolParams`; anything else (or nothing) means the parameter's default.
@@ -58,3 +59,20 @@ def first(query: Query, key: str) -> str | None:
 def bool_param(query: Query, key: str) -> bool:
     """true/1 or false/0; anything else, or nothing, is true (nsqd's /stats `include_*` parameters)."""
     return BOOL_PARAMS.get(first(query, key) or "", True)
+
+
+def topic_channel_args(req: falcon.Request) -> tuple[str, str]:
+    """NSQ's `http_api.GetTopicChannelArgs` (nsqd's and nsqlookupd's channel routes): both names
+    present and valid, else 400 with nsqd's `MISSING_ARG_*` / `INVALID_ARG_*`."""
+    query = request_query(req)
+    topic = first(query, "topic")
+    if topic is None:
+        raise APIError(400, "MISSING_ARG_TOPIC")
+    if not is_valid_name(topic):
+        raise APIError(400, "INVALID_ARG_TOPIC")
+    channel = first(query, "channel")
+    if channel is None:
+        raise APIError(400, "MISSING_ARG_CHANNEL")
+    if not is_valid_name(channel):
+        raise APIError(400, "INVALID_ARG_CHANNEL")
+    return topic, channel

@@ -13,7 +13,7 @@ from ..core.channel import Channel
 from ..core.names import is_valid_name
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
-from .params import first, request_query
+from .params import first, request_query, topic_channel_args
 from .pub import topic_from_query
 from .responses import APIError
 
@@ -72,17 +72,7 @@ class Channels:
 
     def _topic_and_name(self, req: falcon.Request) -> tuple[Topic, str]:
         """nsqd's `getExistingTopicFromQuery` with `GetTopicChannelArgs`."""
-        query = request_query(req)
-        topic_name = first(query, "topic")
-        if topic_name is None:
-            raise APIError(400, "MISSING_ARG_TOPIC")
-        if not is_valid_name(topic_name):
-            raise APIError(400, "INVALID_ARG_TOPIC")
-        channel_name = first(query, "channel")
-        if channel_name is None:
-            raise APIError(400, "MISSING_ARG_CHANNEL")
-        if not is_valid_name(channel_name):
-            raise APIError(400, "INVALID_ARG_CHANNEL")
+        topic_name, channel_name = topic_channel_args(req)
         topic = self.nsqd.get_existing_topic(topic_name)
         if topic is None:
             raise APIError(404, "TOPIC_NOT_FOUND")

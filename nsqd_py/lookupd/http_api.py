@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import falcon
 
 from ..core.names import is_valid_name
-from ..http.params import first, request_query
+from ..http.params import first, request_query, topic_channel_args
 from ..http.responses import APIError
 from ..http.routing import Router
 from ..version import NSQ_VERSION
@@ -43,22 +43,6 @@ def _param(req: falcon.Request, name: str, error: str) -> str:
     if value is None:
         raise APIError(400, error)
     return value
-
-
-def _topic_channel(req: falcon.Request) -> tuple[str, str]:
-    """http_api.GetTopicChannelArgs: both present and valid."""
-    query = request_query(req)
-    topic = first(query, "topic")
-    if topic is None:
-        raise APIError(400, "MISSING_ARG_TOPIC")
-    if not is_valid_name(topic):
-        raise APIError(400, "INVALID_ARG_TOPIC")
-    channel = first(query, "channel")
-    if channel is None:
-        raise APIError(400, "MISSING_ARG_CHANNEL")
-    if not is_valid_name(channel):
-        raise APIError(400, "INVALID_ARG_CHANNEL")
-    return topic, channel
 
 
 class LookupdAPI:
@@ -148,14 +132,14 @@ class LookupdAPI:
                 producer.tombstone()
 
     def on_post_channel_create(self, req: falcon.Request, resp: falcon.Response) -> None:
-        topic, channel = _topic_channel(req)
+        topic, channel = topic_channel_args(req)
         self.log.info(f"DB: adding channel({channel}) in topic({topic})")
         self.db.add_registration(Registration("channel", topic, channel))
         self.log.info(f"DB: adding topic({topic})")
         self.db.add_registration(Registration("topic", topic, ""))
 
     def on_post_channel_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
-        topic, channel = _topic_channel(req)
+        topic, channel = topic_channel_args(req)
         registrations = self.db.find_registrations("channel", topic, channel)
         if not registrations:
             raise APIError(404, "CHANNEL_NOT_FOUND")
