@@ -25,47 +25,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class NsqdProcess:
-    """The real nsqd executable on free loopback ports with its own data dir."""
+class ServerProcess:
+    """A server executable run by a test: its output goes to ``log_path``; stop() signals and reaps it."""
 
-    def __init__(self, data_path: Path, *extra: str, http: bool = True) -> None:
-        self.data_path = Path(data_path)
-        self.data_path.mkdir(parents=True, exist_ok=True)
-        self.tcp_port = free_port()
-        self.http_port = free_port() if http else None
-        self.extra = list(extra)
-        self.proc: subprocess.Popen | None = None
-        self.log_path = self.data_path / f"nsqd-{self.tcp_port}.log"
+    proc: subprocess.Popen | None = None
+    log_path: Path
 
-    @property
-    def tcp_address(self) -> str:
-        return f"127.0.0.1:{self.tcp_port}"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    def args(self) -> list[str]:
-        http = f"--http-address=127.0.0.1:{self.http_port}" if self.http_port else "--http-address="
-        return [str(NSQD_BIN), f"--tcp-address={self.tcp_address}", http, f"--data-path={self.data_path}",
-                *self.extra]
-
-    def start(self, timeout: float = 20) -> NsqdProcess:
+    def _launch(self, args: list[str]) -> subprocess.Popen:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"nsqd exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
-                    pass
-                if self.http_port:
-                    requests.get(f"{self.http_url}/ping", timeout=1)
-                return self
-            except (OSError, requests.RequestException):
-                time.sleep(0.05)
-        raise RuntimeError(f"nsqd did not start:\n{self.log()}")
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
+        return self.proc
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int | None:
         if self.proc is None:
@@ -82,6 +51,47 @@ class NsqdProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class NsqdProcess(ServerProcess):
+    """The real nsqd executable on free loopback ports with its own data dir."""
+
+    def __init__(self, data_path: Path, *extra: str, http: bool = True) -> None:
+        self.data_path = Path(data_path)
+        self.data_path.mkdir(parents=True, exist_ok=True)
+        self.tcp_port = free_port()
+        self.http_port = free_port() if http else None
+        self.extra = list(extra)
+        self.log_path = self.data_path / f"nsqd-{self.tcp_port}.log"
+
+    @property
+    def tcp_address(self) -> str:
+        return f"127.0.0.1:{self.tcp_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def args(self) -> list[str]:
+        http = f"--http-address=127.0.0.1:{self.http_port}" if self.http_port else "--http-address="
+        return [str(NSQD_BIN), f"--tcp-address={self.tcp_address}", http, f"--data-path={self.data_path}",
+                *self.extra]
+
+    def start(self, timeout: float = 20) -> NsqdProcess:
+        self.proc = self._launch(self.args())
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nsqd exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
+                    pass
+                if self.http_port:
+                    requests.get(f"{self.http_url}/ping", timeout=1)
+                return self
+            except (OSError, requests.RequestException):
+                time.sleep(0.05)
+        raise RuntimeError(f"nsqd did not start:\n{self.log()}")
 
     def stats(self, **params: str) -> dict:
         return requests.get(f"{self.http_url}/stats", params={"format": "json", **params}, timeout=5).json()

@@ -27,8 +27,7 @@ class UnixNsqd(NsqdProcess):
         self.sock_path = sock_path
 
     def start(self, timeout: float = 20) -> UnixNsqd:
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = self._launch(self.args())
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,12 +12,12 @@ from typing import Any
 
 import requests
 
-from tests.support import free_port
+from tests.support import ServerProcess, free_port
 
 NSQLOOKUPD_BIN = Path(sys.executable).parent / "nsqlookupd"
 
 
-class LookupdProcess:
+class LookupdProcess(ServerProcess):
     """The installed nsqlookupd on free loopback ports, broadcasting 127.0.0.1."""
 
     def __init__(self, log_dir: Path, *extra: str, tcp_port: int | None = None) -> None:
@@ -27,7 +25,6 @@ class LookupdProcess:
         self.http_port = free_port()
         self.extra = list(extra)
         self.log_path = Path(log_dir) / f"nsqlookupd-{self.tcp_port}.log"
-        self.proc: subprocess.Popen | None = None
 
     @property
     def tcp_address(self) -> str:
@@ -42,10 +39,9 @@ class LookupdProcess:
         return f"http://{self.http_address}"
 
     def start(self, timeout: float = 20) -> LookupdProcess:
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         args = [str(NSQLOOKUPD_BIN), f"--tcp-address={self.tcp_address}", f"--http-address={self.http_address}",
                 "--broadcast-address=127.0.0.1", *self.extra]
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = self._launch(args)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -57,22 +53,6 @@ class LookupdProcess:
             except (OSError, requests.RequestException):
                 time.sleep(0.05)
         raise RuntimeError(f"nsqlookupd did not start:\n{self.log()}")
-
-    def stop(self, sig: int = signal.SIGTERM) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def get(self, path: str, **params: str) -> requests.Response:
         return requests.get(f"{self.http_url}{path}", params=params, timeout=5)
