@@ -35,7 +35,7 @@ class TopicRouter:
         next_tick = time.monotonic() + self.sync_interval
         drain_deadline = 0.0
         while True:
-            sync = close_file = done = False
+            sync = done = False
             now = time.monotonic()
             if self.term.is_set() and not consumer.stopping:
                 consumer.stop()
@@ -43,17 +43,17 @@ class TopicRouter:
                 sync = True
             if self.hup.is_set():
                 self.hup.clear()
-                sync = close_file = True
+                self._close_file()
             if not consumer.stopping and now >= next_tick:
                 next_tick = now + self.sync_interval
                 if files.needs_rotation():
                     if self.skip_empty_files:
-                        close_file = True
+                        self._close_file()  # the next message opens the next file
                     else:
                         files.update_file()
                 sync = True
             if consumer.stopping and (consumer.drained or now >= drain_deadline):
-                sync = close_file = done = True
+                sync = done = True
             else:
                 wait = _WAKE if consumer.stopping else min(_WAKE, max(0.0, next_tick - now))
                 for msg in consumer.poll(wait):
@@ -71,11 +71,15 @@ class TopicRouter:
             # while stopping, every batch is settled so the connections can drain
             if sync or consumer.stopping or consumer.is_starved():
                 self._sync()
-            if close_file:
-                files.close()
             if done:
+                files.close()
                 consumer.close()
                 return
+
+    def _close_file(self) -> None:
+        """Close the file now (not after this round's messages, which would land in a file closed at once)."""
+        self._sync()
+        self.files.close()
 
     def _sync(self) -> None:
         """fsync the file, then FIN what it now holds."""
