@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -49,6 +50,15 @@ def settled(nsqd: NsqdProcess, topic: str) -> bool:
     """nsq_to_file's channel exists and everything in it was FINed."""
     stats = channel_stats(nsqd, topic, "nsq_to_file")
     return bool(stats) and stats["depth"] == 0 and stats["in_flight_count"] == 0
+
+
+def open_files(pid: int) -> set[str]:
+    """The paths a process holds open (Linux /proc)."""
+    paths = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            paths.add(os.readlink(fd))
+    return paths
 
 
 def all_lines(out: Path) -> list[str]:
@@ -279,8 +289,10 @@ def test_sighup_syncs_closes_and_reopens_the_next_rev(shared_nsqd: NsqdProcess, 
     curl_pub(shared_nsqd, topic, ["before"])
     wait_for(lambda: out.exists() and any(out.iterdir()), timeout=15)
     wait_for(lambda: settled(shared_nsqd, topic), timeout=10)
+    (first_path,) = out.iterdir()
+    assert str(first_path) in open_files(tool.proc.pid)
     tool.proc.send_signal(signal.SIGHUP)
-    time.sleep(0.6)  # the router looks at its flags every 250 ms
+    wait_for(lambda: str(first_path) not in open_files(tool.proc.pid), timeout=10)
     curl_pub(shared_nsqd, topic, ["after"])
     wait_for(lambda: len(list(out.iterdir())) == 2, timeout=10)
     assert tool.stop() == 0
