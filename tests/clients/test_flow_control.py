@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from tests.clients.util import TinyWindowConn, pub, raw_subscriber, recv_message
-from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, NsqdProcess, RawConn, mpub_body
+from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, NsqdProcess, RawConn, mpub_body, wait_for
 
 
 def published_at(port: int, topic: str, body: bytes, cleanup: ExitStack) -> float:
@@ -79,7 +79,8 @@ def test_response_frame_flushes_buffered_messages(shared_nsqd: NsqdProcess, clea
     sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=100, output_buffer_timeout=5000)
     cleanup.callback(sub.close)
     published_at(shared_nsqd.tcp_port, topic, b"queued", cleanup)
-    time.sleep(0.3)  # let the message reach the subscriber's buffer
+    # in flight = already in the subscriber's output buffer, where the 5 s timeout holds it
+    wait_for(lambda: shared_nsqd.stats(topic=topic)["topics"][0]["channels"][0]["in_flight_count"] == 1)
     sub.send(f"PUB {name('fc_other')}", b"y")  # its OK must flush the buffered message first
     sub.sock.settimeout(2)
     first = sub.frame()

@@ -8,7 +8,7 @@ import pytest
 
 from nsqd_py.core import e2e
 from nsqd_py.core.e2e import SAMPLE_CAP, E2ELatency, merged_result
-from tests.support import FRAME_MESSAGE, Message, RawConn, mpub_body
+from tests.support import FRAME_MESSAGE, Message, RawConn, mpub_body, wait_for
 
 SECOND = 1_000_000_000
 
@@ -95,9 +95,12 @@ def test_stats_report_channel_and_topic_latency(nsqd_factory) -> None:
     time.sleep(0.3)
     for msg in received:
         consumer.send(b"FIN " + msg.id)
-    consumer.send("NOP")
-    time.sleep(0.2)
 
+    def finished() -> int:
+        (topic,) = nsqd.stats(topic="lat")["topics"]
+        return topic["channels"][0]["e2e_processing_latency"]["count"]
+
+    wait_for(lambda: finished() == 4, timeout=10)
     (topic,) = nsqd.stats(topic="lat")["topics"]
     done, idle_row = topic["channels"]
     assert done["e2e_processing_latency"]["count"] == 4

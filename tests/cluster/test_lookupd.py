@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -169,7 +168,6 @@ def test_command_line(tmp_path) -> None:
     config.write_text('tombstone_lifetime = "2s"\nlog_prefix = "[lk] "\n')
     proc = LookupdProcess(tmp_path, f"--config={config}").start()
     try:
-        time.sleep(0.2)
-        assert "[lk] " in proc.log() and "TCP: listening on" in proc.log()
+        wait_for(lambda: "[lk] " in proc.log() and "TCP: listening on" in proc.log(), timeout=10)
     finally:
         proc.stop()
