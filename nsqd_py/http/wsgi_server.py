@@ -20,6 +20,7 @@ Rules kept from Go's server, because clients can tell:
 from __future__ import annotations
 
 import email.utils
+import functools
 import re
 import socket
 import sys
@@ -31,6 +32,7 @@ from urllib.parse import unquote
 import gevent
 from gevent.server import StreamServer
 
+from ..fairness import BusyGuard
 from ..listen import send_all
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -42,8 +44,6 @@ MAX_DRAIN = 256 << 10
 #: how long a closing connection keeps reading what the client still sends (Go waits 500 ms)
 LINGER_SECONDS = 0.5
 _RECV_SIZE = 65536
-#: how long one connection may keep the event loop to itself while its socket keeps having data
-_MAX_BUSY_SECONDS = 0.005
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
@@ -84,19 +84,16 @@ _DATE = _Date()
 class _Stream:
     """Buffered reading from the connection's socket."""
 
-    __slots__ = ("_last_yield", "buf", "pos", "sock")
+    __slots__ = ("_busy", "buf", "pos", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = bytearray()
         self.pos = 0
-        self._last_yield = time.monotonic()
+        self._busy = BusyGuard()
 
     def fill(self) -> None:
-        if time.monotonic() - self._last_yield > _MAX_BUSY_SECONDS:
-            # a client whose requests never stop arriving must not keep the event loop to itself
-            gevent.sleep(0.0001)
-            self._last_yield = time.monotonic()
+        self._busy.check()  # a client whose requests never stop arriving must not keep the loop to itself
         data = self.sock.recv(_RECV_SIZE)
         if not data:
             raise _Closed
@@ -305,11 +302,11 @@ class WSGIServer:
         return keep_alive
 
     def _environ(self, head: bytes, stream: _Stream, remote: tuple[Any, ...]) -> tuple[dict[str, Any], bool, _Body]:
-        lines = head.replace(b"\r\n", b"\n").split(b"\n")
-        parts = lines[0].split(b" ")
-        if len(parts) != 3 or not parts[2].startswith(b"HTTP/1.") or not parts[0].isalpha():
+        lines = head.decode("latin-1").replace("\r\n", "\n").split("\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not (parts[0].isascii() and parts[0].isalpha()):
             raise BadRequest("malformed request line")
-        method, target, version = (p.decode("latin-1") for p in parts)
+        method, target, version = parts
         path, _, query = target.partition("?")
         env: dict[str, Any] = {
             "REQUEST_METHOD": method, "SCRIPT_NAME": "", "PATH_INFO": unquote(path, "latin-1"),
@@ -320,16 +317,14 @@ class WSGIServer:
             "wsgi.multithread": False, "wsgi.multiprocess": False, "wsgi.run_once": False,
         }
         last = ""
-        for raw in lines[1:]:
-            line = raw.decode("latin-1")
+        for line in lines[1:]:
             if line[:1] in (" ", "\t") and last:  # an obsolete folded continuation line
                 env[last] = f"{env[last]} {line.strip()}"
                 continue
             name, colon, value = line.partition(":")
             if not colon or not name or name != name.strip():
                 raise BadRequest("malformed header line")
-            key = name.upper().replace("-", "_")
-            key = key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
+            key = _environ_key(name)
             value = value.strip()
             env[key] = f"{env[key]},{value}" if key in env and key.startswith("HTTP_") else value
             last = key
@@ -337,9 +332,11 @@ class WSGIServer:
         length = 0
         if chunked:
             env.pop("CONTENT_LENGTH", None)
+        elif env.get("CONTENT_LENGTH") == "":  # Go ignores an empty Content-Length
+            del env["CONTENT_LENGTH"]
         elif "CONTENT_LENGTH" in env:
             text = env["CONTENT_LENGTH"]
-            if not text.isdigit():
+            if not (text.isascii() and text.isdigit()):
                 raise BadRequest("bad Content-Length")
             length = int(text)
         expect_continue = env.get("HTTP_EXPECT", "").lower() == "100-continue"
@@ -370,6 +367,13 @@ class WSGIServer:
         if not head_only:
             out += data
         return bytes(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _environ_key(name: str) -> str:
+    """`Content-Type` -> `CONTENT_TYPE`, `X-Foo` -> `HTTP_X_FOO` (the same few names arrive on every request)."""
+    key = name.upper().replace("-", "_")
+    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
 
 
 def _linger(sock: socket.socket) -> None:

@@ -21,6 +21,7 @@ from gevent.event import Event
 from gevent.lock import Semaphore
 
 from ..core.consumer import STATE_CLOSING, Consumer
+from ..fairness import BusyGuard
 from ..listen import send_all
 from ..tlsconfig import cipher_suite_name, version_name
 from .compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
@@ -37,8 +38,6 @@ _FRAME_HEADER = struct.Struct(">ii")
 #: nsqd's bufio reader size: a command line longer than this closes the connection
 MAX_LINE_LENGTH = 16 * 1024
 _RECV_SIZE = 65536
-#: how long one connection may keep the event loop to itself while its socket keeps having data
-_MAX_BUSY_SECONDS = 0.005
 HEARTBEAT_PAYLOAD = b"_heartbeat_"
 
 
@@ -52,10 +51,10 @@ def frame(frame_type: int, data: bytes) -> bytes:
 
 class ClientV2(Consumer):
     __slots__ = (
+        "_busy",
         "_closed",
         "_first_pending",
         "_flush_now",
-        "_last_yield",
         "_out",
         "_out_size",
         "_rbuf",
@@ -133,7 +132,7 @@ class ClientV2(Consumer):
         self.topology_region = ""
         self._rbuf = bytearray()
         self._rpos = 0
-        self._last_yield = time.monotonic()
+        self._busy = BusyGuard()
         self._recv: Callable[[int], bytes] = sock.recv
         self._send: Callable[[bytes], None] = partial(send_all, sock)
         self._out: list[bytes] = []
@@ -155,11 +154,7 @@ class ClientV2(Consumer):
         self.sock.settimeout(2 * self.heartbeat_interval if self.heartbeat_interval > 0 else None)
 
     def _fill(self) -> None:
-        now = time.monotonic()
-        if now - self._last_yield > _MAX_BUSY_SECONDS:
-            # a socket that always has data never makes gevent switch: let the others run
-            gevent.sleep(0.0001)  # a timer, so the loop polls everyone's sockets first
-            self._last_yield = time.monotonic()
+        self._busy.check()
         try:
             data = self._recv(_RECV_SIZE)
         except TimeoutError:

@@ -206,7 +206,23 @@ def test_header_lines(shared_nsqd: NsqdProcess) -> None:
 
 def test_garbage_request_line(shared_nsqd: NsqdProcess) -> None:
     assert raw_exchange(shared_nsqd.http_port, b"\x00\x01\x02 nonsense\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    assert raw_exchange(shared_nsqd.http_port, b"G\xc9T /ping HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 400 ")
     assert request(shared_nsqd.http_port, "GET", "/ping").status == 200
+
+
+@pytest.mark.parametrize("length", [b"\xb2", b"-1", b"1 2"])
+def test_content_length_that_is_not_a_decimal_number(shared_nsqd: NsqdProcess, length: bytes) -> None:
+    """Latin-1 digits like `\xb2` (superscript two) are not digits to Go either: 400, and the server carries on."""
+    raw = b"POST /pub?topic=cl HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + b"\r\n\r\n2"
+    assert parse_raw_reply(raw_exchange(shared_nsqd.http_port, raw)).status == 400
+    assert request(shared_nsqd.http_port, "GET", "/ping").status == 200
+
+
+def test_empty_content_length_means_no_body(shared_nsqd: NsqdProcess) -> None:
+    """Go drops an empty Content-Length header, so the request has no body."""
+    raw = b"POST /pub?topic=cl HTTP/1.1\r\nHost: x\r\nContent-Length: \r\nConnection: close\r\n\r\n"
+    reply = parse_raw_reply(raw_exchange(shared_nsqd.http_port, raw))
+    assert (reply.status, reply.body) == (400, b'{"message":"MSG_EMPTY"}')
 
 
 @pytest.mark.parametrize(("target", "status", "body"), [

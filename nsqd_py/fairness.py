@@ -1,0 +1,37 @@
+"""Fair turns on the gevent loop for greenlets that read from sockets which always have data.
+
+Such a socket never makes gevent switch (each recv returns at once), so one busy client could keep the
+event loop, and every other client, waiting. A reader asks `BusyGuard.check()` before each recv: once it
+has run for the budget without the hub running in between, it sleeps a moment (a timer, so the loop polls
+everyone's sockets first). Waiting in the hub does not count as busy: libev's loop iteration counter tells
+whether the hub ran since the last look (with libuv, which has no counter, every budget's worth of time
+counts, a yield at most every 5 ms).
+"""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+
+#: how long one greenlet may keep the event loop to itself
+BUSY_BUDGET_SECONDS = 0.005
+
+
+class BusyGuard:
+    __slots__ = ("_iteration", "_loop", "_since")
+
+    def __init__(self) -> None:
+        self._loop = gevent.get_hub().loop
+        self._iteration = self._loop.iteration
+        self._since = time.monotonic()
+
+    def check(self) -> None:
+        iteration = self._loop.iteration
+        if iteration != self._iteration:  # the hub ran: this greenlet waited since the last look
+            self._iteration = iteration
+            self._since = time.monotonic()
+        elif time.monotonic() - self._since > BUSY_BUDGET_SECONDS:
+            gevent.sleep(0.0001)
+            self._iteration = self._loop.iteration
+            self._since = time.monotonic()
