@@ -196,9 +196,10 @@ def wait_for(predicate, timeout: float = 10, interval: float = 0.05):
 
 def drain(port: int, topic: str, channel: str, idle: float = 1.0, limit: float = 60.0, rdy: int = 200,
           **identify: object) -> list[Message]:
-    """SUB and FIN everything until nothing arrives for ``idle`` seconds; returns the messages in order."""
+    """SUB and FIN everything until nothing arrives for ``idle`` seconds; returns the messages in order.
+    Output buffering is off unless asked for, so ``idle`` is not eaten by nsqd's 250 ms buffer timeout."""
     conn = RawConn(port, timeout=limit)
-    conn.identify(**identify)
+    conn.identify(**{"output_buffer_timeout": -1, **identify})
     assert conn.sub(topic, channel) == (FRAME_RESPONSE, b"OK")
     conn.send(f"RDY {rdy}")
     got: list[Message] = []

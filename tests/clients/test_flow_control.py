@@ -35,29 +35,29 @@ def test_buffered_message_flushed_after_output_buffer_timeout(shared_nsqd: NsqdP
 
 def test_message_flushed_at_once_when_client_stops_being_ready(shared_nsqd: NsqdProcess, cleanup: ExitStack,
                                                                name: Callable[[str], str]) -> None:
-    """Same 1 s buffer timeout but RDY 1: after one message the client is not ready → immediate flush."""
+    """A 5 s buffer timeout but RDY 1: after one message the client is not ready → immediate flush."""
     topic = name("fc_rdy1")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1, output_buffer_timeout=1000)
+    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1, output_buffer_timeout=5000)
     cleanup.callback(sub.close)
     sent = published_at(shared_nsqd.tcp_port, topic, b"now", cleanup)
     msg = recv_message(sub, timeout=5)
     elapsed = time.monotonic() - sent
     assert msg.body == b"now"
-    assert elapsed < 0.5, f"RDY 1 message took {elapsed:.3f}s; the buffer must be flushed when RDY is used up"
+    assert elapsed < 2.0, f"RDY 1 message took {elapsed:.3f}s; the buffer must be flushed when RDY is used up"
 
 
 def test_full_output_buffer_is_flushed_at_once(shared_nsqd: NsqdProcess, cleanup: ExitStack,
                                                name: Callable[[str], str]) -> None:
-    """output_buffer_size 64 with a 1 s timeout and RDY 100: a message bigger than the buffer goes out at once."""
+    """output_buffer_size 64 with a 5 s timeout and RDY 100: a message bigger than the buffer goes out at once."""
     topic = name("fc_full")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=100, output_buffer_timeout=1000,
+    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=100, output_buffer_timeout=5000,
                          output_buffer_size=64)
     cleanup.callback(sub.close)
     sent = published_at(shared_nsqd.tcp_port, topic, b"B" * 200, cleanup)
     msg = recv_message(sub, timeout=5)
     elapsed = time.monotonic() - sent
     assert msg.body == b"B" * 200
-    assert elapsed < 0.5, f"a message larger than the output buffer took {elapsed:.3f}s"
+    assert elapsed < 2.0, f"a message larger than the output buffer took {elapsed:.3f}s"
 
 
 def test_output_buffer_timeout_disabled_sends_at_once(shared_nsqd: NsqdProcess, cleanup: ExitStack,

@@ -43,8 +43,8 @@ def test_producer_publish_defer(shared_nsqd: NsqdProcess, cleanup: ExitStack, na
     cleanup.callback(producer.close)
     assert producer.publish(topic, b"now") == b"OK"
     wait_until(lambda: consumer.bodies == [b"now"], what="immediate message")
+    sent = time.monotonic()  # before nsqd starts the 1 s deferral
     assert producer.publish(topic, b"deferred", defer=1000) == b"OK"
-    sent = time.monotonic()
     r = wait_until(lambda: len(consumer.received) > 1 and consumer.received[1], timeout=10, what="deferred message")
     assert r.body == b"deferred"
     assert r.at - sent >= 0.9, f"defer=1000 delivered after {r.at - sent:.3f}s"

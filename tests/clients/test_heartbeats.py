@@ -31,9 +31,9 @@ def test_negotiated_interval_applies_to_an_unsubscribed_client(shared_nsqd: Nsqd
     cleanup.callback(conn.close)
     time.sleep(0.2)  # a separate packet, as most client libraries do
     assert isinstance(conn.identify(heartbeat_interval=1000), dict)
-    beats = collect_heartbeats(conn, 2.7)
-    assert len(beats) >= 2, f"heartbeats at {beats} within 2.7 s of IDENTIFY heartbeat_interval=1000"
-    assert 0.5 <= beats[0] <= 1.6, beats
+    beats = collect_heartbeats(conn, 4.0)
+    assert len(beats) >= 2, f"heartbeats at {beats} within 4 s of IDENTIFY heartbeat_interval=1000"
+    assert 0.5 <= beats[0] <= 2.0, beats
     assert not conn.is_closed(wait=0.2)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from tests.clients.util import NsqdFactory, publish, raw_subscriber, recv_message
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_for
 
 
 def nothing_arrives(conn: RawConn, seconds: float) -> bool:
@@ -90,9 +90,9 @@ def test_touch_cannot_extend_past_max_msg_timeout(nsqd_factory: NsqdFactory, cle
     nsqd = nsqd_factory("--max-msg-timeout=2s")
     sub = raw_subscriber(nsqd.tcp_port, "capped", "ch", rdy=1, msg_timeout=1000)
     cleanup.callback(sub.close)
+    delivered = time.monotonic()  # no later than the delivery, where the 2 s cap starts
     publish(nsqd.tcp_port, "capped", b"t")
     msg = recv_message(sub)
-    delivered = time.monotonic()
     sub.sock.settimeout(0.3)
     redelivered = None
     while time.monotonic() - delivered < 6:
@@ -119,7 +119,12 @@ def test_touch_and_fin_after_timeout_fail_softly(shared_nsqd: NsqdProcess, clean
     publish(shared_nsqd.tcp_port, topic, b"slow")
     msg = recv_message(sub)
     sub.send("RDY 0")
-    time.sleep(1.5)  # past msg_timeout + scan slack; the message is back in the queue, not in flight
+
+    def timed_out() -> bool:
+        (channel,) = shared_nsqd.stats(topic=topic)["topics"][0]["channels"]
+        return channel["timeout_count"] == 1 and channel["in_flight_count"] == 0
+
+    wait_for(timed_out, timeout=10)  # back in the queue, not in flight
     mid = msg.id.decode()
     sub.sock.settimeout(5)
     sub.send(f"TOUCH {mid}")
@@ -153,9 +158,9 @@ def test_requeued_with_delay_survives_its_consumer(shared_nsqd: NsqdProcess, cle
     first = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)
     publish(shared_nsqd.tcp_port, topic, b"deferred")
     msg = recv_message(first)
+    requeued = time.monotonic()  # before nsqd starts the 1 s deferral
     first.send(f"REQ {msg.id.decode()} 1000")
     settled_ok(first, name("if_probe"))
-    requeued = time.monotonic()
     first.close()
     second = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)
     cleanup.callback(second.close)

@@ -96,8 +96,8 @@ def test_req_with_delay_redelivers_after_delay(shared_nsqd: NsqdProcess, io: IOL
     writer.pub(topic, b"again")
     first = wait_until(lambda: reader.received and reader.received[0], what="first delivery")
     assert first.attempts == 1
+    sent = time.monotonic()  # before nsqd starts the 1 s deferral
     reader.requeue(first, 1000)
-    sent = time.monotonic()
     second = wait_until(lambda: len(reader.received) > 1 and reader.received[1], timeout=10, what="redelivery")
     assert second.at - sent >= 0.9, f"REQ 1000 redelivered after {second.at - sent:.3f}s"
     assert (second.id, second.body, second.attempts) == (first.id, b"again", 2)
@@ -176,8 +176,8 @@ def test_dpub_arrives_after_delay(shared_nsqd: NsqdProcess, io: IOLoopThread, cl
     writer = PynsqWriter(io, shared_nsqd.tcp_address)
     cleanup.callback(writer.close)
     wall = time.time()
+    sent = time.monotonic()  # before nsqd starts the 1 s deferral
     assert writer.dpub(topic, 1000, b"later") == b"OK"
-    sent = time.monotonic()
     r = wait_until(lambda: reader.received and reader.received[0], timeout=10, what="deferred delivery")
     assert r.at - sent >= 0.9, f"DPUB 1000 delivered after {r.at - sent:.3f}s"
     assert (r.body, r.attempts) == (b"later", 1)

@@ -95,7 +95,7 @@ def test_existing_file_at_the_path_is_not_clobbered(tmp_path: Path) -> None:
         args = [str(NSQD_BIN), f"--tcp-address={path}", "--http-address=", f"--data-path={tmp_path}"]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            output = proc.communicate(timeout=3)[0]
+            output = proc.communicate(timeout=20)[0]
         except subprocess.TimeoutExpired:
             proc.terminate()
             output = proc.communicate()[0]

@@ -132,13 +132,13 @@ def test_http_writes_and_errors(lookupd: LookupdProcess) -> None:
 def test_inactive_and_tombstoned_producers(lookupd_factory) -> None:
     """A producer that stops pinging leaves /lookup and /nodes after --inactive-producer-timeout (its
     connection still open); a PING brings it back. A tombstone hides it from /lookup only."""
-    lookupd = lookupd_factory("--inactive-producer-timeout=1s", "--tombstone-lifetime=1s")
+    lookupd = lookupd_factory("--inactive-producer-timeout=3s", "--tombstone-lifetime=3s")
     conn = RawLookupConn(lookupd.tcp_port)
     try:
         conn.identify(http_port=4151)
         conn.command("REGISTER t")
         assert len(lookupd.producers("t")) == 1
-        wait_for(lambda: lookupd.producers("t") == [], timeout=5)
+        wait_for(lambda: lookupd.producers("t") == [], timeout=10)
         assert lookupd.get("/nodes").json()["producers"] == []
         assert conn.command("PING") == b"OK"
         assert len(lookupd.producers("t")) == 1

@@ -139,7 +139,7 @@ def test_serves_tcp_and_http_and_flushes_everything_on_stop(gunicorn_factory, ns
 
     restarted = nsqd_factory(data_path=data)
     assert sorted(m.body for m in drain(restarted.tcp_port, topic, "kept", idle=0.5)) == sorted(bodies)
-    assert drain(restarted.tcp_port, topic, "eaten", idle=0.2) == []
+    assert drain(restarted.tcp_port, topic, "eaten", idle=1.0) == []
 
 
 def test_a_locked_data_dir_stops_gunicorn_instead_of_respawning(gunicorn_factory, nsqd_factory,

@@ -259,7 +259,7 @@ def test_slowloris_does_not_hold_up_anyone(shared_nsqd: NsqdProcess) -> None:
         time.sleep(0.05)
     slow.join()
     assert result["reply"].startswith(b"HTTP/1.1 200 OK\r\n")
-    assert len(latencies) > 10 and max(latencies) < 0.5
+    assert len(latencies) > 10 and max(latencies) < 1.5  # starvation would be the whole 2 s trickle
 
 
 def test_many_idle_connections_and_concurrent_clients(shared_nsqd: NsqdProcess) -> None:

@@ -226,12 +226,12 @@ def test_kill_9_under_load_loses_nothing_acknowledged(nsqd_factory, tmp_path: Pa
     threads = [threading.Thread(target=publish), threading.Thread(target=consume)]
     for thread in threads:
         thread.start()
+    wait_for(lambda: len(acknowledged) > 100, timeout=30)  # the load got going (fsync-bound on a slow disk)
     time.sleep(kill_after)
     proc.stop(signal.SIGKILL)
     stop.set()
     for thread in threads:
         thread.join(10)
-    assert len(acknowledged) > 100, "the load never got going"
 
     proc2 = nsqd_factory(*flags, data_path=data)
     back = {m.body for m in drain(proc2.tcp_port, "load", "c", idle=1.5)}

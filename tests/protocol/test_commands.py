@@ -100,14 +100,14 @@ def test_req_clamps_timeout_and_redelivers_with_attempts(nsqd_factory) -> None:
 
 def test_touch_keeps_a_message_past_its_timeout(shared_nsqd: NsqdProcess) -> None:
     consumer = RawConn(shared_nsqd.tcp_port)
-    consumer.identify(msg_timeout=1000)
+    consumer.identify(msg_timeout=2000)
     consumer.sub("t_touch", "c")
     consumer.send("RDY 1")
     pub = RawConn(shared_nsqd.tcp_port)
     pub.send("PUB t_touch", b"t")
     pub.frame()
     msg = consumer.message()
-    for _ in range(4):
+    for _ in range(6):  # 3 s in all, well past the 2 s timeout; each TOUCH comes 1.5 s before it is due
         time.sleep(0.5)
         consumer.send(b"TOUCH " + msg.id)
     consumer.send(b"FIN " + msg.id)

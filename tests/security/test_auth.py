@@ -250,7 +250,7 @@ def test_request_timeout_covers_the_whole_response(auth_nsqd: NsqdProcess) -> No
     ftype, data = conn.frame()
     elapsed = time.monotonic() - started
     assert (ftype, data) == (FRAME_ERROR, b"E_AUTH_FAILED AUTH failed")
-    assert elapsed < 2.0, elapsed
+    assert elapsed < 2.5, elapsed  # the drip would take 2.8 s
 
 
 @pytest.mark.parametrize("secret", ["empty", "null"])
@@ -319,48 +319,48 @@ def test_auth_disabled(nsqd_factory: Callable[..., NsqdProcess]) -> None:
 
 
 def test_ttl_expiry_requeries(auth_nsqd: NsqdProcess, authd: AuthServer, policy: Policy) -> None:
-    """ttl 1: within the second the cached answer is used; afterwards every check past the ttl asks again, and
+    """ttl 2: within two seconds the cached answer is used; afterwards every check past the ttl asks again, and
     what the new answer says is applied (identity changes, authorizations shrink, server errors)."""
     secret = "expiring"
-    policy.replies[secret] = (200, grant(ttl=1, identity="v1", identity_url="https://id/v1"))
+    policy.replies[secret] = (200, grant(ttl=2, identity="v1", identity_url="https://id/v1"))
     conn = authed_conn(auth_nsqd, secret, user_agent="expiring/1")
     for _ in range(3):
         assert conn.pub("t_exp", b"x") == (FRAME_RESPONSE, b"OK")
     assert len(requests_for(authd, secret)) == 1
-    time.sleep(1.2)
-    policy.replies[secret] = (200, grant(ttl=1, identity="v2", identity_url="https://id/v2"))
+    time.sleep(2.3)
+    policy.replies[secret] = (200, grant(ttl=2, identity="v2", identity_url="https://id/v2"))
     assert conn.pub("t_exp", b"x") == (FRAME_RESPONSE, b"OK")
     assert conn.pub("t_exp", b"x") == (FRAME_RESPONSE, b"OK")
     assert len(requests_for(authd, secret)) == 2
     # now the server takes the topic away: the next check past the ttl refuses
-    time.sleep(1.2)
-    policy.replies[secret] = (200, grant(topic="^elsewhere$", ttl=1))
+    time.sleep(2.3)
+    policy.replies[secret] = (200, grant(topic="^elsewhere$", ttl=2))
     conn.send("PUB t_exp", b"x")
     assert conn.error_then_closed() == b'E_UNAUTHORIZED AUTH failed for PUB on "t_exp" ""'
     assert len(requests_for(authd, secret)) == 3
     # and a server error on re-query is E_AUTH_FAILED
-    policy.replies[secret] = (200, grant(ttl=1))
+    policy.replies[secret] = (200, grant(ttl=2))
     conn = authed_conn(auth_nsqd, secret)
-    time.sleep(1.2)
+    time.sleep(2.3)
     policy.replies[secret] = (500, {"message": "down"})
     conn.send("SUB t_exp c")
     assert conn.error_then_closed() == b"E_AUTH_FAILED AUTH failed"
     # an expired, re-queried empty answer: E_UNAUTHORIZED (not allowed)
-    policy.replies[secret] = (200, grant(ttl=1))
+    policy.replies[secret] = (200, grant(ttl=2))
     conn = authed_conn(auth_nsqd, secret)
-    time.sleep(1.2)
-    policy.replies[secret] = (200, grant(ttl=1) | {"authorizations": []})
+    time.sleep(2.3)
+    policy.replies[secret] = (200, grant(ttl=2) | {"authorizations": []})
     conn.send("PUB t_exp", b"x")
     assert conn.error_then_closed() == b'E_UNAUTHORIZED AUTH failed for PUB on "t_exp" ""'
 
 
 def test_stats_identity_follows_requery(auth_nsqd: NsqdProcess, policy: Policy) -> None:
     secret = "reidentify"
-    policy.replies[secret] = (200, grant(ttl=1, identity="v1", identity_url="https://id/v1"))
+    policy.replies[secret] = (200, grant(ttl=2, identity="v1", identity_url="https://id/v1"))
     conn = authed_conn(auth_nsqd, secret, user_agent="reidentify/1")
     assert conn.pub("t_reid", b"x") == (FRAME_RESPONSE, b"OK")
-    time.sleep(1.2)
-    policy.replies[secret] = (200, grant(ttl=1, identity="v2", identity_url="https://id/v2"))
+    time.sleep(2.3)
+    policy.replies[secret] = (200, grant(ttl=2, identity="v2", identity_url="https://id/v2"))
     assert conn.pub("t_reid", b"x") == (FRAME_RESPONSE, b"OK")
     (row,) = [p for p in auth_nsqd.stats()["producers"] if p["user_agent"] == "reidentify/1"]
     assert (row["auth_identity"], row["auth_identity_url"]) == ("v2", "https://id/v2")
@@ -375,7 +375,7 @@ def test_slow_auth_server_does_not_block_others(auth_nsqd: NsqdProcess, authd: A
     fast = authed_conn(auth_nsqd, "alice")
     for _ in range(5):
         assert fast.pub("t_fast", b"x") == (FRAME_RESPONSE, b"OK")
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 0.9  # the slow AUTH holds its connection for 1 s
     assert auth_nsqd.stats(topic="t_fast")["topics"][0]["message_count"] >= 5
     assert slow.error_then_closed() == b"E_AUTH_FAILED AUTH failed"
 

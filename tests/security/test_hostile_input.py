@@ -318,7 +318,7 @@ def test_command_flood_does_not_starve_other_clients(nsqd_factory: Callable[...,
         stop.set()
         flooder.close()
         thread.join(10)
-    assert worst < 0.5, f"a bystander's PUB took {worst:.2f}s while another client sent NOPs"
+    assert worst < 1.5, f"a bystander's PUB took {worst:.2f}s while another client sent NOPs"
 
 
 def test_deflate_command_bomb_does_not_freeze_the_server(nsqd_factory: Callable[..., NsqdProcess]) -> None:
@@ -334,4 +334,4 @@ def test_deflate_command_bomb_does_not_freeze_the_server(nsqd_factory: Callable[
     time.sleep(0.05)
     worst = worst_round_trip(bystander)
     bomb.close()
-    assert worst < 0.5, f"a bystander's PUB took {worst:.2f}s while another connection inflated NOPs"
+    assert worst < 1.5, f"a bystander's PUB took {worst:.2f}s while another connection inflated NOPs"

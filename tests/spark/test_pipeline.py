@@ -68,7 +68,7 @@ def test_stream_pipeline_writes_events_and_minute_counts(spark: SparkSession, ns
     publish(nsqd, views, [json.dumps(e).encode() for e in sent[views]])
     cfg = PipelineConfig(topics=(clicks, views), output=str(tmp_path / "lake"), nsqd_tcp_addresses=(nsqd.tcp_address,),
                          schema=SCHEMA, event_time_field="ts", watermark="1 minute", available_now=True,
-                         source_options={"max_messages_per_batch": "400"})
+                         source_options={"max_messages_per_batch": "400", "idle_timeout": "5s"})
 
     run(spark, cfg, threading.Event())
 

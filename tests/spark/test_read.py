@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 def nsq_stream(spark: SparkSession, nsqd: NsqdProcess, topic: str, channel: str, **options: object) -> DataFrame:
     reader = (spark.readStream.format("nsq").option("topic", topic).option("channel", channel)
               .option("nsqd_tcp_addresses", nsqd.tcp_address))
-    for key, value in options.items():
+    # availableNow ends after idle_timeout without a message: wider than the default 2 s for a loaded CI machine
+    for key, value in {"idle_timeout": "5s", **options}.items():
         reader = reader.option(key, str(value))
     return reader.load()
 

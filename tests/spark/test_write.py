@@ -58,7 +58,8 @@ def test_stream_bridges_one_topic_into_another(spark: SparkSession, nsqd: NsqdPr
     publish(nsqd, source, bodies)
 
     query = (spark.readStream.format("nsq").option("topic", source).option("channel", "bridge")
-             .option("nsqd_tcp_addresses", nsqd.tcp_address).option("max_messages_per_batch", "200").load()
+             .option("nsqd_tcp_addresses", nsqd.tcp_address).option("max_messages_per_batch", "200")
+             .option("idle_timeout", "5s").load()
              .select("body")
              .writeStream.format("nsq").option("topic", target).option("nsqd_tcp_addresses", nsqd.tcp_address)
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())

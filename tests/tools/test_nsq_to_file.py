@@ -120,7 +120,7 @@ def test_kill_9_mid_stream_then_restart_loses_nothing(shared_nsqd: NsqdProcess, 
     first.stop(signal.SIGKILL)
     assert channel_stats(shared_nsqd, topic, "nsq_to_file")["depth"] > 0, "killed too late to prove anything"
     second = tools(*args)
-    wait_for(lambda: Counter(all_lines(out)).keys() >= set(published), timeout=30, interval=0.2)
+    wait_for(lambda: Counter(all_lines(out)).keys() >= set(published), timeout=120, interval=0.2)
     assert second.stop() == 0
     lines = all_lines(out)  # every file complete, valid gzip
     assert set(lines) == set(published)

@@ -59,6 +59,19 @@ def meta(path: Path, name: str = "t") -> str:
     return (path / f"{name}.diskqueue.meta.dat").read_text()
 
 
+def meta_becomes(path: Path, expected: str, timeout: float = 5.0) -> str:
+    """The meta file once a timer-driven sync wrote ``expected`` (or what it held at the timeout)."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        meta_file = path / "t.diskqueue.meta.dat"
+        text = meta_file.read_text() if meta_file.exists() else ""
+        if text == expected:
+            break
+        gevent.sleep(0.02)
+    return text
+
+
 def data_files(path: Path, name: str = "t") -> list[str]:
     return sorted(p.name for p in path.glob(f"{name}.diskqueue.0*.dat"))
 
@@ -502,12 +515,10 @@ def test_sync_timeout_timer(tmp_path: Path) -> None:
     q = make_queue(tmp_path, sync_timeout_ns=50_000_000)
     q.put(rec(0))
     assert not (tmp_path / "t.diskqueue.meta.dat").exists()
-    gevent.sleep(0.3)
-    assert meta(tmp_path) == "1\n0,0\n0,44\n"
+    assert meta_becomes(tmp_path, "1\n0,0\n0,44\n") == "1\n0,0\n0,44\n"
     item = q.read_one()
     q.ack(item[1])
-    gevent.sleep(0.3)
-    assert meta(tmp_path) == "0\n0,44\n0,44\n"
+    assert meta_becomes(tmp_path, "0\n0,44\n0,44\n") == "0\n0,44\n0,44\n"
     q.close()
 
 
@@ -612,7 +623,7 @@ def test_failed_sync_raises_and_is_retried(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(BackendError, match="Input/output error"):
         q.put(rec(0))
     monkeypatch.undo()
-    gevent.sleep(0.3)  # the sync-timeout timer retries without another put
-    assert meta(tmp_path) == "1\n0,0\n0,44\n"
+    # the sync-timeout timer retries without another put
+    assert meta_becomes(tmp_path, "1\n0,0\n0,44\n") == "1\n0,0\n0,44\n"
     assert "ERROR" not in log.text
     q.close()
