@@ -135,12 +135,11 @@ def test_rotation_by_size(shared_nsqd: NsqdProcess, tmp_path: Path, tools: Calla
     published = [f"{i:04d}" + "y" * 95 for i in range(50)]  # 100 bytes per line with its newline
     curl_pub(shared_nsqd, topic, published)
     tool = tools(f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", f"--output-dir={out}",
-                 "--rotate-size=1000", "--sync-interval=200ms")
+                 "--rotate-size=1000", "--sync-interval=200ms", "--datetime-format=fixed")  # no new hour midway
     wait_for(lambda: settled(shared_nsqd, topic), timeout=15)
     assert tool.stop() == 0
     paths = sorted(out.iterdir())
-    hour = paths[0].name.rsplit(".", 2)[1]
-    assert [p.name for p in paths] == [f"{topic}.{SHORT_HOST}-{rev:06d}.{hour}.log" for rev in range(len(paths))]
+    assert [p.name for p in paths] == [f"{topic}.{SHORT_HOST}-{rev:06d}.fixed.log" for rev in range(len(paths))]
     assert all(p.stat().st_size <= 1100 for p in paths)  # rotated once past 1000 bytes: at most one line over
     assert len(paths) == 5  # 11 lines (1100 bytes) per file
     assert all_lines(out) == published
@@ -150,7 +149,7 @@ def test_rotation_by_interval_and_skip_empty_files(shared_nsqd: NsqdProcess, tmp
                                                    tools: Callable[..., Tool]) -> None:
     topic, out = unique("interval"), tmp_path / "out"
     tool = tools(f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", f"--output-dir={out}",
-                 "--rotate-interval=1s", "--sync-interval=300ms", "--skip-empty-files")
+                 "--rotate-interval=1s", "--sync-interval=300ms", "--skip-empty-files", "--datetime-format=fixed")
 
     def written(count: int) -> bool:
         stats = channel_stats(shared_nsqd, topic, "nsq_to_file")
