@@ -34,6 +34,8 @@ def parse_query(raw: str) -> Query:
 
 
 def _unescape(text: str) -> str:
+    if text.isascii() and "%" not in text and "+" not in text:
+        return text  # nothing to decode (the usual `topic=name`)
     bad = _BAD_ESCAPE.search(text)
     if bad:
         escape = text[bad.start():bad.start() + 3].replace("\\", "\\\\").replace('"', '\\"')
