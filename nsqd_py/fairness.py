@@ -19,6 +19,8 @@ BUSY_BUDGET_SECONDS = 0.005
 
 
 class BusyGuard:
+    """One per reading greenlet; `check()` before each recv."""
+
     __slots__ = ("_iteration", "_loop", "_since")
 
     def __init__(self) -> None:
