@@ -39,6 +39,8 @@ _FRAME_HEADER = struct.Struct(">ii")
 MAX_LINE_LENGTH = 16 * 1024
 _RECV_SIZE = 65536
 HEARTBEAT_PAYLOAD = b"_heartbeat_"
+#: no socket timeout set yet (None means "no timeout")
+_UNSET_TIMEOUT = -1.0
 
 
 class ConnectionLost(Exception):
@@ -58,6 +60,7 @@ class ClientV2(Consumer):
         "_out",
         "_out_size",
         "_rbuf",
+        "_read_timeout",
         "_recv",
         "_rpos",
         "_send",
@@ -133,6 +136,7 @@ class ClientV2(Consumer):
         self._rbuf = bytearray()
         self._rpos = 0
         self._busy = BusyGuard()
+        self._read_timeout: float | None = _UNSET_TIMEOUT
         self._recv: Callable[[int], bytes] = sock.recv
         self._send: Callable[[bytes], None] = partial(send_all, sock)
         self._out: list[bytes] = []
@@ -150,8 +154,13 @@ class ClientV2(Consumer):
     # ---- reading ------------------------------------------------------------------------------
 
     def set_read_deadline(self) -> None:
-        """nsqd drops a client that sends nothing for two heartbeat intervals."""
-        self.sock.settimeout(2 * self.heartbeat_interval if self.heartbeat_interval > 0 else None)
+        """nsqd drops a client that sends nothing for two heartbeat intervals. gevent applies a socket's
+        timeout to every wait, so it is set only when the interval or the socket changed (settimeout is
+        about a tenth of the server's work per FIN otherwise)."""
+        timeout = 2 * self.heartbeat_interval if self.heartbeat_interval > 0 else None
+        if timeout != self._read_timeout:
+            self.sock.settimeout(timeout)
+            self._read_timeout = timeout
 
     def _fill(self) -> None:
         self._busy.check()
@@ -303,6 +312,7 @@ class ClientV2(Consumer):
                 raise ConnectionLost(str(err)) from None
             self.sock.close()
             self.sock = tls_sock
+            self._read_timeout = _UNSET_TIMEOUT
             self._recv = tls_sock.recv
             self._send = partial(send_all, tls_sock)
             self.tls = True

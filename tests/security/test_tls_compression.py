@@ -178,6 +178,18 @@ def test_raw_client_round_trip(transport: str, tls_nsqd: NsqdProcess, pki: Pki, 
     sub.close()
 
 
+@pytest.mark.slow
+def test_quiet_tls_client_is_not_held_to_the_handshake_deadline(tls_nsqd: NsqdProcess, pki: Pki) -> None:
+    """The 5 s TLS handshake deadline ends with the handshake: a client that stays quiet afterwards is
+    held to its heartbeat read deadline (2 x 30 s by default), so it is still connected after 6.5 s."""
+    conn = SecureConn(tls_nsqd.tcp_port, timeout=10)
+    conn.negotiate(client_context(pki.ca))
+    assert not conn.is_closed(wait=6.5)
+    conn.send("NOP")
+    assert not conn.is_closed(wait=0.3)
+    conn.close()
+
+
 def test_tls_1_2_cipher_suite_uses_go_name(tls_nsqd: NsqdProcess, pki: Pki, name: Callable[[str], str]) -> None:
     """A TLS 1.2 client: stats report "TLS1.2" and the IANA suite name Go prints (not OpenSSL's)."""
     conn = SecureConn(tls_nsqd.tcp_port)
