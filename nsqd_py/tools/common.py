@@ -1,5 +1,5 @@
-"""Bits every tool shares: Go's `log.Fatal`, go-nsq-style log lines, the user agent, and
-`--consumer-opt`/`--producer-opt key,value` parsing."""
+"""Bits every tool shares: Go's `log.Fatal`, go-nsq-style log lines, the user agent, the consuming tools'
+source flags, and `--consumer-opt`/`--producer-opt key,value` parsing."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from ..durations import MILLISECOND, SECOND, parse_duration
-from ..goflags import parse_bool, parse_int
+from ..goflags import FlagSet, parse_bool, parse_int
 from ..log import DEBUG, ERROR, FATAL, INFO, WARN
 from ..version import NSQ_VERSION, PY_VERSION
 
@@ -32,6 +32,17 @@ def log_fatal(msg: str) -> NoReturn:
     """Go's `log.Fatal`: `2026/11/22 06:39:26 <msg>` on stderr, exit status 1."""
     print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} {msg}", file=sys.stderr, flush=True)
     raise SystemExit(1)
+
+
+def add_source_flags(fs: FlagSet, topic_help: str) -> None:
+    """Where a consuming tool reads from: nsqd or lookupd addresses, topics, and go-nsq Consumer options
+    (``topic_help`` as the Go tool words it)."""
+    fs.add("nsqd-tcp-address", "list", [], "nsqd TCP address (may be given multiple times)")
+    fs.add("lookupd-http-address", "list", [], "lookupd HTTP address (may be given multiple times)")
+    fs.add("topic", "list", [], topic_help)
+    fs.add("consumer-opt", "list", [],
+           "option to passthrough to nsq.Consumer (may be given multiple times, "
+           "http://godoc.org/github.com/nsqio/go-nsq#Config)")
 
 
 def user_agent(app: str) -> str:

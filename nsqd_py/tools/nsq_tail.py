@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..client import Consumer, Message
 from ..goflags import FlagSet
 from ..version import version_line
-from .common import ClientSettings, client_settings, gonsq_log, log_fatal, user_agent
+from .common import ClientSettings, add_source_flags, client_settings, gonsq_log, log_fatal, user_agent
 
 APP = "nsq_tail"
 #: how long a stopping nsq_tail waits for CLOSE_WAIT and its last in-flight messages
@@ -30,12 +30,7 @@ def flag_set() -> FlagSet:
     fs.add("max-in-flight", "int", 200, "max number of messages to allow in flight")
     fs.add("n", "int", 0, "total messages to show (will wait if starved)")
     fs.add("print-topic", "bool", False, "print topic name where message was received")
-    fs.add("nsqd-tcp-address", "list", [], "nsqd TCP address (may be given multiple times)")
-    fs.add("lookupd-http-address", "list", [], "lookupd HTTP address (may be given multiple times)")
-    fs.add("topic", "list", [], "NSQ topic (may be given multiple times)")
-    fs.add("consumer-opt", "list", [],
-           "option to passthrough to nsq.Consumer (may be given multiple times, "
-           "http://godoc.org/github.com/nsqio/go-nsq#Config)")
+    add_source_flags(fs, "NSQ topic (may be given multiple times)")
     return fs
 
 

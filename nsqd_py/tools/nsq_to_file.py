@@ -21,7 +21,7 @@ from ..durations import SECOND
 from ..goflags import FlagSet
 from ..log import DEBUG, ERROR, FATAL, Logger, parse_level
 from ..version import version_line
-from .common import ClientSettings, client_settings, log_fatal, user_agent
+from .common import ClientSettings, add_source_flags, client_settings, log_fatal, user_agent
 from .file_logger import FatalError, FileLogger, FileOptions
 from .filenames import filename_template
 from .topic_router import TopicRouter
@@ -56,12 +56,7 @@ def flag_set() -> FlagSet:
     fs.add("sync-interval", "duration", 30 * SECOND, "sync file to disk every duration")
     fs.add("http-client-connect-timeout", "duration", 2 * SECOND, "timeout for HTTP connect")
     fs.add("http-client-request-timeout", "duration", 5 * SECOND, "timeout for HTTP request")
-    fs.add("nsqd-tcp-address", "list", [], "nsqd TCP address (may be given multiple times)")
-    fs.add("lookupd-http-address", "list", [], "lookupd HTTP address (may be given multiple times)")
-    fs.add("topic", "list", [], "nsq topic (may be given multiple times)")
-    fs.add("consumer-opt", "list", [],
-           "option to passthrough to nsq.Consumer (may be given multiple times, "
-           "http://godoc.org/github.com/nsqio/go-nsq#Config)")
+    add_source_flags(fs, "nsq topic (may be given multiple times)")
     return fs
 
 
