@@ -21,6 +21,7 @@ from .responses import APIError
 
 _INT32 = struct.Struct(">i")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_READ_PIECE = 1 << 16
 
 
 def read_body(req: falcon.Request, limit: int) -> bytes:
@@ -29,6 +30,24 @@ def read_body(req: falcon.Request, limit: int) -> bytes:
         return req.stream.read(limit + 1)
     except (OSError, ValueError):  # the client hung up mid-body or sent broken chunking
         raise APIError(500, "INTERNAL_ERROR") from None
+
+
+def read_body_until_broken(req: falcon.Request, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes of the body, ending early where the body breaks off: nsqd parses a binary
+    MPUB while reading it, so a body that breaks after its declared messages still publishes them."""
+    parts: list[bytes] = []
+    total = 0
+    while total <= limit:
+        try:
+            piece = req.stream.read(min(_READ_PIECE, limit + 1 - total))
+        except (OSError, ValueError) as exc:
+            parts.append(getattr(exc, "partial", b""))  # our server says what arrived before the break
+            break
+        if not piece:
+            break
+        parts.append(piece)
+        total += len(piece)
+    return b"".join(parts)
 
 
 def topic_from_query(nsqd: NSQD, req: falcon.Request) -> tuple[Query, Topic]:
@@ -100,12 +119,13 @@ class MPub:
         if (req.content_length or 0) > opts.max_body_size:
             raise APIError(413, "BODY_TOO_BIG")
         query, topic = topic_from_query(self.nsqd, req)
-        body = read_body(req, opts.max_body_size)
         if self._binary(query):
+            body = read_body_until_broken(req, opts.max_body_size)
             if len(body) > opts.max_body_size:
                 raise APIError(413, "BODY_TOO_BIG")
             bodies = parse_binary_mpub(body, opts.max_msg_size, opts.max_body_size)
         else:
+            body = read_body(req, opts.max_body_size)
             bodies = split_text_mpub(body, opts.max_msg_size, opts.max_body_size)
         if bodies:
             _publish(topic, bodies)

@@ -61,6 +61,14 @@ class _Closed(Exception):
     """The peer went away."""
 
 
+class BrokenBody(ValueError):
+    """The request body broke off (bad chunking or EOF); ``partial`` holds what this read got before that."""
+
+    def __init__(self, reason: str, partial: bytes) -> None:
+        super().__init__(reason)
+        self.partial = partial
+
+
 class _Date:
     """The Date header value, formatted once per second."""
 
@@ -147,11 +155,23 @@ class _HeadTooLarge(Exception):
     pass
 
 
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+
+
+def parse_chunk_size(line: bytes) -> int:
+    """A chunk-size line as Go's chunked reader reads it: trailing whitespace and any `;extension`
+    dropped, then 1-16 hex digits and nothing else (no sign, `0x`, `_` or inner space)."""
+    digits = line.rstrip(b" \t").split(b";", 1)[0]
+    if not 0 < len(digits) <= 16 or not _HEX_DIGITS.issuperset(digits):
+        raise ValueError("malformed chunked encoding")
+    return int(digits, 16)
+
+
 class _Body:
-    """wsgi.input: a request body of known length or chunked; reads raise OSError/ValueError when the
+    """wsgi.input: a request body of known length or chunked; reads raise BrokenBody (a ValueError) when the
     body breaks off (the app answers 500 like nsqd's failed ReadAll)."""
 
-    __slots__ = ("_chunk_left", "_chunked", "_continue", "_done", "_left", "_sock", "_stream")
+    __slots__ = ("_broken", "_chunk_left", "_chunked", "_continue", "_done", "_left", "_sock", "_stream")
 
     def __init__(self, stream: _Stream, length: int, chunked: bool, expect_continue: bool) -> None:
         self._stream = stream
@@ -161,8 +181,11 @@ class _Body:
         self._chunk_left = 0
         self._done = not chunked and length == 0
         self._continue = expect_continue and not self._done
+        self._broken = False
 
     def read(self, size: int = -1) -> bytes:
+        if self._broken:
+            raise ValueError("request body already failed")
         if self._done or size == 0:
             return b""
         if self._continue:
@@ -173,10 +196,14 @@ class _Body:
         try:
             while want > 0 and not self._done:
                 piece = self._read_chunked(want) if self._chunked else self._read_length(want)
+                if not piece and not self._done:  # every turn must consume input or finish
+                    raise ValueError("request body made no progress")
                 parts.append(piece)
                 want -= len(piece)
-        except _Closed:
-            raise OSError("unexpected EOF") from None
+        except (_Closed, OSError, ValueError) as exc:
+            self._broken = True  # nothing may read on from a stream whose framing is lost
+            reason = "unexpected EOF" if isinstance(exc, _Closed) else str(exc) or type(exc).__name__
+            raise BrokenBody(reason, b"".join(parts)) from None
         return b"".join(parts)
 
     def _read_length(self, want: int) -> bytes:
@@ -191,13 +218,7 @@ class _Body:
     def _read_chunked(self, want: int) -> bytes:
         stream = self._stream
         if self._chunk_left == 0:
-            size_text = stream.read_line().split(b";", 1)[0].strip()
-            try:
-                self._chunk_left = int(size_text, 16)
-            except ValueError:
-                raise ValueError("malformed chunked encoding") from None
-            if self._chunk_left < 0:
-                raise ValueError("malformed chunked encoding")
+            self._chunk_left = parse_chunk_size(stream.read_line())
             if self._chunk_left == 0:
                 while stream.read_line():  # trailers until the blank line
                     pass
@@ -207,8 +228,11 @@ class _Body:
             stream.fill()
         piece = stream.take(min(want, self._chunk_left, stream.available()))
         self._chunk_left -= len(piece)
-        if self._chunk_left == 0 and stream.read_line():
-            raise ValueError("malformed chunked encoding")
+        if self._chunk_left == 0:
+            while stream.available() < 2:
+                stream.fill()
+            if stream.take(2) != b"\r\n":  # Go wants exactly CRLF after the chunk data
+                raise ValueError("malformed chunked encoding")
         return piece
 
     def settle(self) -> bool:
@@ -216,11 +240,11 @@ class _Body:
         rest, or a 100-continue the client still waits for)."""
         if self._done:
             return True
-        if self._continue or (not self._chunked and self._left > MAX_DRAIN):
+        if self._broken or self._continue or (not self._chunked and self._left > MAX_DRAIN):
             return False
         try:
             return len(self.read(MAX_DRAIN + 1)) <= MAX_DRAIN and self._done
-        except (OSError, ValueError):
+        except ValueError:
             return False
 
 
