@@ -6,34 +6,43 @@ with a few bytes operations and answers in one write (figures in the README).
 
 Rules kept from Go's server, because clients can tell:
 
-* request head up to 1 MiB + 4 KiB in any number of lines, else 431; a header line without a colon
-  (or with space before it) is a 400, as is a malformed request line;
+* the head is read and refused as Go's server does (request_head.py): up to 1 MiB + 4 KiB, else 431;
+  Go's 400/501/505 answers for malformed lines, headers, versions, Host, Transfer-Encoding and
+  Content-Length, a malformed line answered as soon as it ends; `Expect:` other than 100-continue: 417;
 * `Transfer-Encoding: chunked` wins over Content-Length; `Expect: 100-continue` is answered only
   when the app starts reading the body (a 413 decided from Content-Length sends no 100);
 * a body the app left unread: up to 256 KiB is read and dropped so the connection lives on; with
   more, the answer says `Connection: close`, and the server reads for a moment before closing so
   the client is not reset before it reads the answer;
 * canonical response header names (`X-Nsq-Content-Type`), a Date header, head and body in one
-  write, TCP_NODELAY; HTTP/1.0 closes unless it asked for keep-alive; HEAD answers carry no body.
+  write, TCP_NODELAY; HTTP/1.0 is answered as HTTP/1.0 and closes unless it asked for keep-alive;
+  HEAD answers carry no body.
 """
 
 from __future__ import annotations
 
 import email.utils
-import functools
 import re
 import socket
 import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import unquote
 
 import gevent
 from gevent.server import StreamServer
 
 from ..fairness import BusyGuard
 from ..listen import send_all
+from .request_head import (
+    HEAD_TOO_LARGE,
+    HeadError,
+    RequestHead,
+    check_header_line,
+    decode_path,
+    parse_head,
+    parse_request_line,
+)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -46,15 +55,8 @@ LINGER_SECONDS = 0.5
 _RECV_SIZE = 65536
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                   b"Connection: close\r\n\r\n431 Request Header Fields Too Large")
-_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
-                b"400 Bad Request")
+_EXPECTATION_FAILED = b"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: %s\r\nContent-Length: 0\r\n\r\n"
 _NO_BODY_STATUSES = ("1", "204", "304")
-
-
-class BadRequest(ValueError):
-    """The request cannot be parsed: answered 400 and the connection closes."""
 
 
 class _Closed(Exception):
@@ -119,26 +121,49 @@ class _Stream:
         return bytes(self.buf[start : start + n])
 
     def read_head(self) -> bytes | None:
-        """The next request head without its blank line; None when the peer closed between requests."""
+        """The next request head without its blank line; None when the peer closed between requests.
+
+        While the head is incomplete its finished lines are checked, so a malformed request or header line is
+        answered as soon as its line ends (as Go's line-by-line reader does), not after a blank line that a
+        confused client (a TCP client on the HTTP port, say) never sends."""
         scanned = 0  # bytes after pos already searched (fill() may move pos, so count relative to it)
+        checked = 0  # bytes after pos whose complete lines were checked
         while True:
             buf = self.buf
-            while self.pos < len(buf) and buf[self.pos] in b"\r\n":  # blank lines between requests
-                self.pos += 1
             match = _HEAD_END.search(buf, self.pos + max(scanned - 3, 0))
             if match:
+                if match.end() - self.pos > MAX_HEAD_BYTES:
+                    raise HeadError(HEAD_TOO_LARGE)
                 head = bytes(buf[self.pos : match.start()])
                 self.pos = match.end()
                 return head
             if self.available() > MAX_HEAD_BYTES:
-                raise _HeadTooLarge
+                raise HeadError(HEAD_TOO_LARGE)
+            checked = self._check_head_lines(checked)
             scanned = self.available()
             try:
                 self.fill()
             except _Closed:
                 if self.available():
-                    raise BadRequest("incomplete request head") from None
+                    raise HeadError(b"") from None  # nothing to answer: the client is gone
                 return None
+
+    def _check_head_lines(self, checked: int) -> int:
+        """Check the complete lines of an incomplete head from offset ``checked`` on; returns the new offset."""
+        pos = self.pos
+        end = self.buf.rfind(b"\n", pos + checked)
+        if end < 0:
+            return checked
+        first_header = self.buf.find(b"\n", pos) + 1 - pos
+        offset = checked
+        for raw in bytes(self.buf[pos + checked : end]).split(b"\n"):
+            line = raw.decode("latin-1").removesuffix("\r")
+            if offset == 0:
+                parse_request_line(line)
+            else:
+                check_header_line(line, first=offset == first_header)
+            offset += len(raw) + 1
+        return end + 1 - pos
 
     def read_line(self, limit: int = 4096) -> bytes:
         while True:
@@ -149,10 +174,6 @@ class _Stream:
             if self.available() > limit:
                 raise ValueError("chunk header line too long")
             self.fill()
-
-
-class _HeadTooLarge(Exception):
-    pass
 
 
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
@@ -300,16 +321,24 @@ class WSGIServer:
         """One request and its answer; False when the connection is done."""
         sock = stream.sock
         try:
-            head = stream.read_head()
-            if head is None:
+            raw_head = stream.read_head()
+            if raw_head is None:
                 return False
-            env, keep_alive, body = self._environ(head, stream, remote)
-        except _HeadTooLarge:
-            sock.sendall(_HEAD_TOO_LARGE)
+            head = parse_head(raw_head.decode("latin-1"))
+        except HeadError as err:
+            if err.answer:
+                send_all(sock, err.answer)
+                _linger(sock)
             return False
-        except BadRequest:
-            sock.sendall(_BAD_REQUEST)
-            return False
+        expect = head.fields.get("HTTP_EXPECT")
+        expect_continue = False
+        if expect is not None:
+            expect_continue = "100-continue" in (token.strip(" \t").lower() for token in expect.split(","))
+            if not expect_continue and expect:
+                send_all(sock, _EXPECTATION_FAILED % _DATE.get())
+                _linger(sock)
+                return False
+        env, keep_alive, body = self._environ(head, stream, remote, expect_continue and head.minor >= 1)
         response = _Response()
         result = self.app(env, response.start)
         try:
@@ -320,59 +349,34 @@ class WSGIServer:
                 close()
         reusable = body.settle()
         keep_alive = keep_alive and reusable
-        send_all(sock, self._answer(response, data, keep_alive, env["REQUEST_METHOD"] == "HEAD"))
+        send_all(sock, self._answer(response, data, keep_alive, head))
         if not reusable:
             _linger(sock)
         return keep_alive
 
-    def _environ(self, head: bytes, stream: _Stream, remote: tuple[Any, ...]) -> tuple[dict[str, Any], bool, _Body]:
-        lines = head.decode("latin-1").replace("\r\n", "\n").split("\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not (parts[0].isascii() and parts[0].isalpha()):
-            raise BadRequest("malformed request line")
-        method, target, version = parts
-        path, _, query = target.partition("?")
+    def _environ(self, head: RequestHead, stream: _Stream, remote: tuple[Any, ...],
+                 expect_continue: bool) -> tuple[dict[str, Any], bool, _Body]:
         env: dict[str, Any] = {
-            "REQUEST_METHOD": method, "SCRIPT_NAME": "", "PATH_INFO": unquote(path, "latin-1"),
-            "QUERY_STRING": query, "RAW_URI": target, "SERVER_PROTOCOL": version,
+            "REQUEST_METHOD": head.method, "SCRIPT_NAME": "", "PATH_INFO": decode_path(head.path),
+            "QUERY_STRING": head.query, "RAW_URI": head.target, "SERVER_PROTOCOL": head.version,
             "SERVER_NAME": self._server_name, "SERVER_PORT": self._server_port,
             "REMOTE_ADDR": str(remote[0]), "REMOTE_PORT": str(remote[1]) if len(remote) > 1 else "",
             "wsgi.version": (1, 0), "wsgi.url_scheme": self._scheme, "wsgi.errors": sys.stderr,
             "wsgi.multithread": False, "wsgi.multiprocess": False, "wsgi.run_once": False,
         }
-        last = ""
-        for line in lines[1:]:
-            if line[:1] in (" ", "\t") and last:  # an obsolete folded continuation line
-                env[last] = f"{env[last]} {line.strip()}"
-                continue
-            name, colon, value = line.partition(":")
-            if not colon or not name or name != name.strip():
-                raise BadRequest("malformed header line")
-            key = _environ_key(name)
-            value = value.strip()
-            env[key] = f"{env[key]},{value}" if key in env and key.startswith("HTTP_") else value
-            last = key
-        chunked = "chunked" in env.get("HTTP_TRANSFER_ENCODING", "").lower()
-        length = 0
-        if chunked:
-            env.pop("CONTENT_LENGTH", None)
-        elif env.get("CONTENT_LENGTH") == "":  # Go ignores an empty Content-Length
-            del env["CONTENT_LENGTH"]
-        elif "CONTENT_LENGTH" in env:
-            text = env["CONTENT_LENGTH"]
-            if not (text.isascii() and text.isdigit()):
-                raise BadRequest("bad Content-Length")
-            length = int(text)
-        expect_continue = env.get("HTTP_EXPECT", "").lower() == "100-continue"
-        body = _Body(stream, length, chunked, expect_continue)
+        env.update(head.fields)
+        body = _Body(stream, head.content_length, head.chunked, expect_continue)
         env["wsgi.input"] = body
-        connection = env.get("HTTP_CONNECTION", "").lower()
-        keep_alive = "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
+        connection = head.fields.get("HTTP_CONNECTION", "").lower()
+        keep_alive = "keep-alive" in connection if head.minor == 0 else "close" not in connection
         return env, keep_alive, body
 
     @staticmethod
-    def _answer(response: _Response, data: bytes, keep_alive: bool, head_only: bool) -> bytes:
-        out = bytearray(b"HTTP/1.1 ")
+    def _answer(response: _Response, data: bytes, keep_alive: bool, head: RequestHead) -> bytes:
+        """The status line names the request's version as Go's does (`HTTP/1.0` to a 1.0 client, which is told
+        `Connection: keep-alive` when it may keep the connection, and nothing when it may not)."""
+        http10 = head.minor == 0
+        out = bytearray(b"HTTP/1.0 " if http10 else b"HTTP/1.1 ")
         out += response.status.encode("latin-1")
         out += b"\r\n"
         has_length = False
@@ -385,19 +389,15 @@ class WSGIServer:
         if not has_length and not response.status.startswith(_NO_BODY_STATUSES):
             out += b"Content-Length: %d\r\n" % len(data)
         out += b"Date: " + _DATE.get() + b"\r\n"
-        if not keep_alive:
+        if http10:
+            if keep_alive:
+                out += b"Connection: keep-alive\r\n"
+        elif not keep_alive:
             out += b"Connection: close\r\n"
         out += b"\r\n"
-        if not head_only:
+        if head.method != "HEAD":
             out += data
         return bytes(out)
-
-
-@functools.lru_cache(maxsize=256)
-def _environ_key(name: str) -> str:
-    """`Content-Type` -> `CONTENT_TYPE`, `X-Foo` -> `HTTP_X_FOO` (the same few names arrive on every request)."""
-    key = name.upper().replace("-", "_")
-    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
 
 
 def _linger(sock: socket.socket) -> None:

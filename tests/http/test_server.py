@@ -78,8 +78,11 @@ def test_keep_alive_and_pipelining(shared_nsqd: NsqdProcess) -> None:
 
 
 def test_http_1_0(shared_nsqd: NsqdProcess) -> None:
-    reply = parse_raw_reply(raw_exchange(shared_nsqd.http_port, b"GET /ping HTTP/1.0\r\n\r\n"))
-    assert (reply.status, reply.body, reply.header("Connection")) == (200, b"OK", "close")
+    """As Go: the answer says HTTP/1.0, has no Connection header, and the server closes."""
+    raw = raw_exchange(shared_nsqd.http_port, b"GET /ping HTTP/1.0\r\n\r\n")
+    reply = parse_raw_reply(raw)
+    assert raw.startswith(b"HTTP/1.0 200 OK\r\n")
+    assert (reply.status, reply.body, reply.header("Connection")) == (200, b"OK", None)
 
 
 def test_header_names_are_canonical(shared_nsqd: NsqdProcess) -> None:
@@ -196,10 +199,10 @@ def test_many_headers_are_fine(shared_nsqd: NsqdProcess) -> None:
 def test_header_lines(shared_nsqd: NsqdProcess) -> None:
     port = shared_nsqd.http_port
     folded = b"POST /pub?topic=fold HTTP/1.1\r\nHost: x\r\nX-Long: a\r\n  b\r\nContent-Length: 2\r\n\r\nhi"
-    replies = raw_exchange(port, folded + b"GET /ping HTTP/1.1\r\nConnection: close\r\n\r\n")
+    replies = raw_exchange(port, folded + b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert replies.count(b"HTTP/1.1 200 OK\r\n") == 2
     assert raw_exchange(port, b"GET /ping HTTP/1.1\r\nno colon here\r\n\r\n").startswith(b"HTTP/1.1 400 ")
-    both = (b"POST /pub?topic=te HTTP/1.1\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n"
+    both = (b"POST /pub?topic=te HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n"
             b"Connection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
     assert parse_raw_reply(raw_exchange(port, both)).body == b"OK", "chunked wins over Content-Length"
 
