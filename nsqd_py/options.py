@@ -27,7 +27,8 @@ TLS_REQUIRED_EXCEPT_HTTP = 1  # "tcp-https": TLS on TCP, plain HTTP allowed
 TLS_REQUIRED = 2
 
 TLS_VERSIONS = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "tls1.3": 0x0304}
-EXPERIMENTS = ("topology-aware-consumption",)
+TOPOLOGY_EXPERIMENT = "topology-aware-consumption"
+EXPERIMENTS = (TOPOLOGY_EXPERIMENT,)
 
 _LEVEL_KEYWORDS = {1: "debug", 2: "info", 3: "warn", 4: "error", 5: "fatal"}
 

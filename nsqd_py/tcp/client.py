@@ -181,6 +181,8 @@ class ClientV2(Consumer):
         """One command line without its `\\n` (and a trailing `\\r`); EOFError at a clean end."""
         while True:
             idx = self._rbuf.find(b"\n", self._rpos)
+            if idx >= MAX_LINE_LENGTH + self._rpos:  # Go's 16 KiB bufio buffer cannot hold the line
+                raise ConnectionLost("bufio: buffer full")
             if idx >= 0:
                 line = bytes(self._rbuf[self._rpos : idx])
                 self._rpos = idx + 1

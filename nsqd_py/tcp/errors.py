@@ -15,13 +15,19 @@ class ClientError(Exception):
 
     @property
     def payload(self) -> bytes:
-        return f"{self.code} {self.description}".encode()
+        return f"{self.code} {self.description}".encode("utf-8", "surrogateescape")
 
 
 class FatalClientError(ClientError):
     """Sent, then the connection is closed."""
 
     fatal = True
+
+
+def client_text(raw: bytes) -> str:
+    """Bytes a client sent, for an error text that echoes them: Go echoes them unchanged, so invalid UTF-8
+    is kept (as surrogate escapes that ``payload`` turns back into the same bytes)."""
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def go_quote(raw: bytes) -> str:

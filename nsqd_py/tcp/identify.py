@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import orjson
+from .gojson import decode_struct
 
 # (json key, Go field name, type) in the order of nsqd's struct, which is also its log dump order.
 _FIELDS: tuple[tuple[str, str, type], ...] = (
@@ -24,8 +24,10 @@ _FIELDS: tuple[tuple[str, str, type], ...] = (
     ("topology_zone", "TopologyZone", str),
     ("topology_region", "TopologyRegion", str),
 )
-_BY_LOWER_KEY = {key: (key, kind) for key, _, kind in _FIELDS}
-_INT32_FIELDS = {"sample_rate"}
+_TOPOLOGY_KEYS = ("topology_zone", "topology_region")
+#: json name -> (Go kind, int bits): nsqd 1.3.0's struct, and the development branch's with topology fields
+_TOPOLOGY_STRUCT = {key: (kind, 32 if key == "sample_rate" else 64) for key, _, kind in _FIELDS}
+_STRUCT = {key: spec for key, spec in _TOPOLOGY_STRUCT.items() if key not in _TOPOLOGY_KEYS}
 
 
 @dataclass(slots=True)
@@ -46,10 +48,12 @@ class IdentifyData:
     topology_zone: str = ""
     topology_region: str = ""
 
-    def go_dump(self) -> str:
+    def go_dump(self, topology: bool = False) -> str:
         """The `%+v` rendering nsqd logs: `{ClientID:x Hostname:y ...}`."""
         parts = []
         for key, go_name, _ in _FIELDS:
+            if key in _TOPOLOGY_KEYS and not topology:
+                continue
             value = getattr(self, key)
             if isinstance(value, bool):
                 value = "true" if value else "false"
@@ -57,33 +61,8 @@ class IdentifyData:
         return "{" + " ".join(parts) + "}"
 
 
-def parse_identify(body: bytes) -> IdentifyData:
-    """Decode like Go's json.Unmarshal into the struct: keys match case-insensitively, unknown keys
-    are ignored, null leaves the zero value, a wrongly typed value is an error (ValueError)."""
-    try:
-        raw = orjson.loads(body)
-    except orjson.JSONDecodeError as err:
-        raise ValueError(str(err)) from None
-    data = IdentifyData()
-    if raw is None:
-        return data
-    if not isinstance(raw, dict):
-        raise ValueError("json: cannot unmarshal into Go value of type identifyDataV2")
-    for key, value in raw.items():
-        match = _BY_LOWER_KEY.get(key.lower())
-        if match is None or value is None:
-            continue
-        name, kind = match
-        if kind is bool:
-            ok = isinstance(value, bool)
-        elif kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-            bits = 31 if name in _INT32_FIELDS else 63
-            ok = ok and -(1 << bits) <= value < (1 << bits)
-        else:
-            ok = isinstance(value, str)
-        if not ok:
-            raise ValueError(f"json: cannot unmarshal {type(value).__name__} into Go struct field {name}")
-        setattr(data, name, value)
-    return data
-
+def parse_identify(body: bytes, topology: bool = False) -> IdentifyData:
+    """Decode like Go's json.Unmarshal into nsqd 1.3.0's identifyDataV2 (gojson.py has the rules); the
+    development branch's topology fields are known only when ``topology`` (its experiment) is on."""
+    fields = _TOPOLOGY_STRUCT if topology else _STRUCT
+    return IdentifyData(**decode_struct(body, fields))

@@ -15,9 +15,10 @@ from ..core.diskqueue import BackendError
 from ..core.errors import ExitingError, MessageError
 from ..core.message import MSG_ID_LENGTH
 from ..core.names import is_valid_name
+from ..options import TOPOLOGY_EXPERIMENT
 from ..version import NSQ_VERSION
 from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost
-from .errors import ClientError, FatalClientError, go_quote
+from .errors import ClientError, FatalClientError, client_text, go_quote
 from .identify import IdentifyData, parse_identify
 
 if TYPE_CHECKING:
@@ -114,10 +115,10 @@ class ProtocolV2:
         if name == b"IDENTIFY":
             return self.identify(params)
         if self.opts.tls_required and not self.client.tls:
-            raise FatalClientError("E_INVALID", f"cannot {name.decode('latin-1')} in current state (TLS required)")
+            raise FatalClientError("E_INVALID", f"cannot {client_text(name)} in current state (TLS required)")
         command = self._commands.get(name)
         if command is None:
-            raise FatalClientError("E_INVALID", f"invalid command {name.decode('utf-8', 'replace')}")
+            raise FatalClientError("E_INVALID", f"invalid command {client_text(name)}")
         return command(params)
 
     # ---- body reading helpers -----------------------------------------------------------------
@@ -190,11 +191,12 @@ class ProtocolV2:
         if size <= 0:
             raise FatalClientError("E_BAD_BODY", f"IDENTIFY invalid body size {size}")
         body = self._read_body(size, "E_BAD_BODY", "IDENTIFY failed to read body")
+        topology = TOPOLOGY_EXPERIMENT in opts.enable_experiment
         try:
-            data = parse_identify(body)
+            data = parse_identify(body, topology)
         except ValueError:
             raise FatalClientError("E_BAD_BODY", "IDENTIFY failed to decode JSON body") from None
-        self.log.info(f"[{client}] IDENTIFY: {data.go_dump()}")
+        self.log.info(f"[{client}] IDENTIFY: {data.go_dump(topology)}")
         try:
             self._apply_identify(data)
         except ValueError as err:
@@ -222,9 +224,10 @@ class ProtocolV2:
             "auth_required": self.nsqd.auth_servers is not None,
             "output_buffer_size": client.output_buffer_size,
             "output_buffer_timeout": round(client.output_buffer_timeout * 1000),
-            "topology_region": client.topology_region,
-            "topology_zone": client.topology_zone,
         }
+        if topology:  # nsqd's development branch
+            reply["topology_region"] = client.topology_region
+            reply["topology_zone"] = client.topology_zone
         client.send_response(jsonenc.dumps(reply))
         try:
             if tls:
@@ -363,7 +366,7 @@ class ProtocolV2:
         if len(params) > 1:
             parsed = parse_base10(params[1])
             if parsed is None:
-                raise FatalClientError("E_INVALID", f"RDY could not parse count {params[1].decode('latin-1')}")
+                raise FatalClientError("E_INVALID", f"RDY could not parse count {client_text(params[1])}")
             count = parsed
         if not 0 <= count <= self.opts.max_rdy_count:
             raise FatalClientError("E_INVALID", f"RDY count {count} out of range 0-{self.opts.max_rdy_count}")
@@ -379,7 +382,7 @@ class ProtocolV2:
             self.client.channel.finish(self.client, msg_id, dispatch=False)  # type: ignore[union-attr]
             self._dispatch_pending = True
         except MessageError as err:
-            raise ClientError("E_FIN_FAILED", f"FIN {msg_id.decode('latin-1')} failed {err}") from None
+            raise ClientError("E_FIN_FAILED", f"FIN {client_text(msg_id)} failed {err}") from None
         return None
 
     def req(self, params: list[bytes]) -> None:
@@ -389,7 +392,7 @@ class ProtocolV2:
         msg_id = message_id(params[1])
         timeout_ms = parse_base10(params[2])
         if timeout_ms is None:
-            raise FatalClientError("E_INVALID", f"REQ could not parse timeout {params[2].decode('latin-1')}")
+            raise FatalClientError("E_INVALID", f"REQ could not parse timeout {client_text(params[2])}")
         max_ms = self.opts.max_req_timeout // 1_000_000
         clamped = min(max(timeout_ms, 0), max_ms)
         if clamped != timeout_ms:
@@ -400,7 +403,7 @@ class ProtocolV2:
         try:
             self.client.channel.requeue(self.client, msg_id, clamped / 1000)  # type: ignore[union-attr]
         except (MessageError, ExitingError) as err:
-            raise ClientError("E_REQ_FAILED", f"REQ {msg_id.decode('latin-1')} failed {err}") from None
+            raise ClientError("E_REQ_FAILED", f"REQ {client_text(msg_id)} failed {err}") from None
         return None
 
     def touch(self, params: list[bytes]) -> None:
@@ -411,7 +414,7 @@ class ProtocolV2:
         try:
             self.client.channel.touch(self.client, msg_id)  # type: ignore[union-attr]
         except MessageError as err:
-            raise ClientError("E_TOUCH_FAILED", f"TOUCH {msg_id.decode('latin-1')} failed {err}") from None
+            raise ClientError("E_TOUCH_FAILED", f"TOUCH {client_text(msg_id)} failed {err}") from None
         return None
 
     def cls(self, params: list[bytes]) -> bytes:
@@ -447,7 +450,7 @@ class ProtocolV2:
         topic_name = self._topic_name("DPUB", params[1])
         timeout_ms = parse_base10(params[2])
         if timeout_ms is None:
-            raise FatalClientError("E_INVALID", f"DPUB could not parse timeout {params[2].decode('latin-1')}")
+            raise FatalClientError("E_INVALID", f"DPUB could not parse timeout {client_text(params[2])}")
         max_ms = self.opts.max_req_timeout // 1_000_000
         if not 0 <= timeout_ms <= max_ms:
             raise FatalClientError("E_INVALID", f"DPUB timeout {timeout_ms} out of range 0-{max_ms}")

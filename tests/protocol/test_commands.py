@@ -14,7 +14,6 @@ from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, NsqdProcess, RawConn, m
 NEGOTIATED_KEYS = [
     "max_rdy_count", "version", "max_msg_timeout", "msg_timeout", "tls_v1", "deflate", "deflate_level",
     "max_deflate_level", "snappy", "sample_rate", "auth_required", "output_buffer_size", "output_buffer_timeout",
-    "topology_region", "topology_zone",
 ]
 
 
@@ -26,9 +25,16 @@ def test_identify_negotiated_reply_is_nsqds_exactly(shared_nsqd: NsqdProcess) ->
     assert data == (
         b'{"max_rdy_count":2500,"version":"1.3.0","max_msg_timeout":900000,"msg_timeout":60000,"tls_v1":false,'
         b'"deflate":false,"deflate_level":6,"max_deflate_level":6,"snappy":false,"sample_rate":0,'
-        b'"auth_required":false,"output_buffer_size":16384,"output_buffer_timeout":250,"topology_region":"",'
-        b'"topology_zone":""}'
+        b'"auth_required":false,"output_buffer_size":16384,"output_buffer_timeout":250}'
     )
+
+
+def test_identify_reply_has_topology_keys_only_with_their_experiment(nsqd_factory) -> None:
+    """`topology_zone`/`topology_region` come from nsqd's development branch: off unless its experiment is on."""
+    nsqd = nsqd_factory("--enable-experiment=topology-aware-consumption")
+    reply = RawConn(nsqd.tcp_port).identify(topology_zone="z1", topology_region="r1")
+    assert isinstance(reply, dict) and list(reply) == [*NEGOTIATED_KEYS, "topology_region", "topology_zone"]
+    assert (reply["topology_zone"], reply["topology_region"]) == ("z1", "r1")
 
 
 def test_identify_reflects_negotiated_values(shared_nsqd: NsqdProcess) -> None:
