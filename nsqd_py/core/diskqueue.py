@@ -28,6 +28,7 @@ import struct
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import gevent
 from gevent.event import Event
@@ -84,6 +85,15 @@ class DummyBackend:
 
     def close(self) -> None:
         pass
+
+
+def _persist_in_pool(*args: Any) -> tuple[list[str], OSError | None]:
+    """_persist for a pool thread: gevent prints a traceback for any exception such a thread raises, so a failed
+    write (a full disk) comes back as a value and is logged by the caller as one line."""
+    try:
+        return _persist(*args), None
+    except OSError as err:
+        return [], err
 
 
 def _persist(fsync_fds: list[int], dir_path: str | None, meta_path: str, meta: bytes,
@@ -595,8 +605,10 @@ class DiskQueue:
         try:
             if self._before_sync is not None:
                 self._before_sync()
-            errors = gevent.get_hub().threadpool.apply(
-                _persist, (fsync_fds, self._data_path if dir_dirty else None, self._meta_path, meta, release))
+            errors, failure = gevent.get_hub().threadpool.apply(
+                _persist_in_pool, (fsync_fds, self._data_path if dir_dirty else None, self._meta_path, meta, release))
+            if failure is not None:
+                raise failure
         except BaseException as err:
             # keep the old write files for the next attempt: closing them now would leave them unsynced
             self._old_wfds[:0] = closing
