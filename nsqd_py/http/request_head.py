@@ -41,6 +41,8 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 #: control bytes Go refuses in the request URI and in header values (a tab is allowed in values)
 _CTL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 _CTL_IN_URI = re.compile("[\x00-\x1f\x7f]")
+#: any control byte but the line feeds: a head without one needs no check per value
+_CTL_IN_HEAD = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
 _HOST = re.compile(r"[0-9A-Za-z!$%&'()*+,\-.:;=\[\]_~]*\Z")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -77,9 +79,10 @@ def _parse_version(version: str) -> tuple[int, int]:
     return int(version[5]), int(version[7])
 
 
-def _split_target(target: str) -> tuple[str, str]:
-    """Go's url.ParseRequestURI, the parts our router needs: (path, raw query)."""
-    if _CTL_IN_URI.search(target) or not target:
+def _split_target(target: str, clean: bool) -> tuple[str, str]:
+    """Go's url.ParseRequestURI, the parts our router needs: (path, raw query). ``clean``: the head is known
+    to hold no control bytes."""
+    if not target or (not clean and _CTL_IN_URI.search(target)):
         raise bad_request()
     rest, _, query = target.partition("?")
     if rest == "*":
@@ -99,14 +102,14 @@ def _split_target(target: str) -> tuple[str, str]:
     return rest, query
 
 
-def parse_request_line(line: str) -> RequestHead:
+def parse_request_line(line: str, clean: bool = False) -> RequestHead:
     """`METHOD SP URI SP VERSION`, split as Go splits it (at the first two spaces)."""
     method, sep1, rest = line.partition(" ")
     target, sep2, version = rest.partition(" ")
     if not (sep1 and sep2) or not _TOKEN.match(method):
         raise bad_request()
     major, minor = _parse_version(version)
-    path, query = _split_target(target)
+    path, query = _split_target(target, clean)
     # a major version other than 1 is refused (505) once the rest of the head is known to be well-formed
     return RequestHead(method, target, version, minor if major == 1 else -1, path, query)
 
@@ -130,8 +133,10 @@ def parse_head(text: str) -> RequestHead:
     """A whole head (latin-1 text, lines ending in LF or CRLF, without the blank line) -> RequestHead.
 
     Raises HeadError with Go's answer for anything Go's server refuses."""
-    lines = text.replace("\r\n", "\n").split("\n")
-    head = parse_request_line(lines[0])
+    text = text.replace("\r\n", "\n")
+    clean = _CTL_IN_HEAD.search(text) is None  # the usual case: no value or URI needs a look of its own
+    lines = text.split("\n")
+    head = parse_request_line(lines[0], clean)
     fields = head.fields
     repeated: dict[str, list[str]] = {}
     bad_name = bad_value = False
@@ -153,7 +158,7 @@ def parse_head(text: str) -> RequestHead:
         if key is None:
             bad_name = True
             key = "HTTP_" + name.upper().replace("-", "_")
-        if _CTL.search(value):
+        if not clean and _CTL.search(value):
             bad_value = True
         if key in fields:
             repeated.setdefault(key, [fields[key]]).append(value)
