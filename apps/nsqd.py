@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from gevent import monkey
+import sys
 
-monkey.patch_all()
-
-import sys  # noqa: E402
-
-from nsqd_py import service  # noqa: E402
-from nsqd_py.core.nsqd import StartupError  # noqa: E402
-from nsqd_py.log import Logger  # noqa: E402
-from nsqd_py.options import options_or_exit  # noqa: E402
-from nsqd_py.program import NSQDProgram  # noqa: E402
+from nsqd_py.version import exit_if_only_version
 
 
 def main(argv: list[str] | None = None) -> None:
-    opts = options_or_exit(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    exit_if_only_version(args, "nsqd")
+    from gevent import monkey  # patched before anything that uses sockets or threads is imported
+
+    monkey.patch_all()
+    from nsqd_py import service
+    from nsqd_py.core.nsqd import StartupError
+    from nsqd_py.log import Logger
+    from nsqd_py.options import options_or_exit
+    from nsqd_py.program import NSQDProgram
+
+    opts = options_or_exit(args)
     logger = Logger(opts.log_prefix, opts.log_level)
     try:
         service.run(NSQDProgram(opts, logger))

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
-from gevent import monkey
+import sys
+import time
 
-monkey.patch_all()
-
-import sys  # noqa: E402
-import time  # noqa: E402
-
-from nsqd_py import service  # noqa: E402
-from nsqd_py.log import Logger  # noqa: E402
-from nsqd_py.lookupd.nsqlookupd import NSQLookupd, StartupError  # noqa: E402
-from nsqd_py.lookupd.options import parse_options  # noqa: E402
-from nsqd_py.options import ConfigError, ResolveError  # noqa: E402
-from nsqd_py.version import version_line  # noqa: E402
+from nsqd_py.version import exit_if_only_version, version_line
 
 _PREFIX = "[nsqlookupd] "
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    exit_if_only_version(args, "nsqlookupd")
+    from gevent import monkey  # patched before anything that uses sockets or threads is imported
+
+    monkey.patch_all()
+    from nsqd_py import service
+    from nsqd_py.log import Logger
+    from nsqd_py.lookupd.nsqlookupd import NSQLookupd, StartupError
+    from nsqd_py.lookupd.options import parse_options
+    from nsqd_py.options import ConfigError, ResolveError
+
     try:
-        opts = parse_options(sys.argv[1:] if argv is None else argv)
+        opts = parse_options(args)
     except ConfigError as err:
         Logger(_PREFIX).fatal(str(err))
         sys.exit(1)
