@@ -3,6 +3,7 @@ source flags, and `--consumer-opt`/`--producer-opt key,value` parsing."""
 
 from __future__ import annotations
 
+import os
 import ssl
 import sys
 import time
@@ -28,9 +29,29 @@ def tool_main(parse_options: Callable[[list[str]], Any], run: Callable[[Any], ob
     return main
 
 
-def log_fatal(msg: str) -> NoReturn:
-    """Go's `log.Fatal`: `2026/11/22 06:39:26 <msg>` on stderr, exit status 1."""
+def log_printf(msg: str) -> None:
+    """Go's standard `log.Printf`: `2026/11/22 06:39:26 <msg>` on stderr."""
     print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+
+def go_dial_error(address: str, err: BaseException) -> str:
+    """What Go prints for a failed dial (`dial tcp 127.0.0.1:4150: connect: connection refused`), from the OSError
+    behind ``err``; other errors as they are."""
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__
+    if cause is None:
+        return str(err)
+    network = "unix" if "/" in address else "tcp"
+    if isinstance(cause, TimeoutError) or cause.errno is None:
+        return f"dial {network} {address}: i/o timeout"
+    text = os.strerror(cause.errno)
+    return f"dial {network} {address}: connect: {text[:1].lower()}{text[1:]}"
+
+
+def log_fatal(msg: str) -> NoReturn:
+    """Go's `log.Fatal`: a `log_printf` line, then exit status 1."""
+    log_printf(msg)
     raise SystemExit(1)
 
 

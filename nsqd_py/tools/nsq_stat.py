@@ -97,6 +97,9 @@ def poll(opts: Options) -> ChannelTotals:
             stats = [_stats(addr, opts) for addr in producers]
         except HTTPError as err:
             log_fatal(f"ERROR: failed to get nsqd stats - {err}")
+    stats = [doc for doc in stats if any(t["topic_name"] == opts.topic for t in doc.get("topics") or [])]
+    if not stats:  # no nsqd has the topic: Go queries none of them, and says so
+        log_fatal("ERROR: failed to get nsqd stats - failed to query any nsqd: ")
     totals = channel_totals(stats, opts.topic, opts.channel)
     if totals is None:
         log_fatal(f"ERROR: failed to find channel({opts.channel}) in stats metadata for topic({opts.topic})")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..client import Consumer, Message
 from ..goflags import FlagSet
 from ..version import version_line
-from .common import ClientSettings, add_source_flags, client_settings, gonsq_log, log_fatal, user_agent
+from .common import ClientSettings, add_source_flags, client_settings, gonsq_log, log_fatal, log_printf, user_agent
 
 APP = "nsq_tail"
 #: how long a stopping nsq_tail waits for CLOSE_WAIT and its last in-flight messages
@@ -75,7 +75,7 @@ def run(opts: Options) -> None:
         signal.signal(sig, lambda signum, _frame: stop_requested.append(signum))
     consumers: list[Consumer] = []
     for i, topic in enumerate(opts.topics, 1):
-        print(f"Adding consumer for topic: {topic}", flush=True)
+        log_printf(f"Adding consumer for topic: {topic}")  # stderr, as Go's log: stdout carries only messages
         consumers.append(Consumer(
             topic, opts.channel, nsqd_tcp_addresses=opts.nsqd_tcp_addresses,
             lookupd_http_addresses=opts.lookupd_http_addresses, max_in_flight=opts.max_in_flight,

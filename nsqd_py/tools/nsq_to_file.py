@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..client import Consumer, HTTPError, lookupd_topics
 from ..durations import SECOND
 from ..goflags import FlagSet
-from ..log import DEBUG, ERROR, FATAL, Logger, parse_level
+from ..log import ERROR, FATAL, WARN, Logger, parse_level
 from ..version import version_line
 from .common import ClientSettings, add_source_flags, client_settings, log_fatal, user_agent
 from .file_logger import FatalError, FileLogger, FileOptions
@@ -186,7 +186,7 @@ class TopicDiscoverer:
             if topic in self.routers:
                 continue
             if not self._allowed(topic):
-                self.logger.log(DEBUG, f"skipping topic {topic} (doesn't match pattern {opts.topic_pattern})")
+                self.logger.log(WARN, f"skipping topic {topic} (doesn't match pattern {opts.topic_pattern})")
                 continue
             try:
                 template = template_for(opts, topic)

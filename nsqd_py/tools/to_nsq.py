@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 from ..client import NSQError, Producer
 from ..goflags import FlagSet
-from .common import ClientSettings, client_settings, log_fatal, user_agent
+from .common import ClientSettings, client_settings, go_dial_error, log_fatal, user_agent
 
 APP = "to_nsq"
 
@@ -96,8 +96,9 @@ def run(opts: Options, stream: BinaryIO | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sys.exit(0))
     settings = opts.producer
+    addresses = dict.fromkeys(opts.nsqd_tcp_addresses)  # one producer per address, as Go's map of them
     producers = [Producer(addr, identify=settings.identify, tls_context=settings.tls_context(),
-                          timeout=settings.timeout, user_agent=user_agent(APP)) for addr in opts.nsqd_tcp_addresses]
+                          timeout=settings.timeout, user_agent=user_agent(APP)) for addr in addresses]
     throttle = Throttle(opts.rate)
     if opts.rate > 0:
         print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} Throttling messages rate to max:{opts.rate}/second",
@@ -109,7 +110,7 @@ def run(opts: Options, stream: BinaryIO | None = None) -> None:
                 try:
                     producer.pub(opts.topic, record)
                 except NSQError as err:
-                    log_fatal(f"failed to publish to {producer.address} - {err}")
+                    log_fatal(go_dial_error(producer.address, err))
     finally:
         for producer in producers:
             producer.close()

@@ -203,6 +203,18 @@ def test_topic_pattern_with_lookupd(shared_nsqd: NsqdProcess, tmp_path: Path, to
         lookupd.stop()
     assert all_lines(out) == ["kept"]
     assert channel_stats(shared_nsqd, skip, "nsq_to_file") == {}
+    assert f"WARNING: skipping topic {skip} (doesn't match pattern ^pat_)" in tool.stderr()
+
+
+def test_topic_not_matching_the_pattern_is_warned_about(shared_nsqd: NsqdProcess, tmp_path: Path,
+                                                        tools: Callable[..., Tool]) -> None:
+    """Go warns (it used to skip silently here) when a --topic does not match --topic-pattern."""
+    topic = unique("nomatch")
+    tool = tools(f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", "--topic-pattern=^pat_",
+                 f"--output-dir={tmp_path / 'out'}")
+    wait_for(lambda: "skipping topic" in tool.stderr(), timeout=15)
+    assert tool.stop() == 0
+    assert f"WARNING: skipping topic {topic} (doesn't match pattern ^pat_)" in tool.stderr()
 
 
 def test_unknown_flag_prints_usage_and_exits_2() -> None:
