@@ -19,7 +19,7 @@ def parse_level(name: str) -> int:
     try:
         return LEVELS_BY_NAME[name.strip().lower()]
     except KeyError:
-        raise ValueError(f"invalid log level '{name}'") from None
+        raise ValueError(f"invalid log level '{name}' (debug, info, warn, error, fatal)") from None
 
 
 class Logger:

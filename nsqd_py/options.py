@@ -27,6 +27,7 @@ TLS_REQUIRED_EXCEPT_HTTP = 1  # "tcp-https": TLS on TCP, plain HTTP allowed
 TLS_REQUIRED = 2
 
 TLS_VERSIONS = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "tls1.3": 0x0304}
+_TLS_NAMES = {code: name for name, code in TLS_VERSIONS.items()}
 TOPOLOGY_EXPERIMENT = "topology-aware-consumption"
 EXPERIMENTS = (TOPOLOGY_EXPERIMENT,)
 
@@ -193,8 +194,10 @@ _OPTS = (
     _Opt("node_id", "node-id", "int",
          "unique part for message IDs, (int) in range [0,1024) (default is hash of hostname)", "id"),
     _Opt("https_address", "https-address", "string", "<addr>:<port> to listen on for HTTPS clients"),
-    _Opt("http_address", "http-address", "string", "<addr>:<port> to listen on for HTTP clients"),
-    _Opt("tcp_address", "tcp-address", "string", "<addr>:<port> to listen on for TCP clients"),
+    _Opt("http_address", "http-address", "string",
+         "address to listen on for HTTP clients (<addr>:<port> for TCP/IP or <path> for unix socket)"),
+    _Opt("tcp_address", "tcp-address", "string",
+         "address to listen on for TCP clients (<addr>:<port> for TCP/IP or <path> for unix socket)"),
     _Opt("auth_http_addresses", "auth-http-address", "list",
          "<addr>:<port> or a full url to query auth server (may be given multiple times)", "auth_http_addresses"),
     _Opt("auth_http_request_method", "auth-http-request-method", "string",
@@ -277,7 +280,6 @@ CONFIG_KEYS: dict[str, str] = {opt.toml_key: opt.attr for opt in _OPTS}
 def toml_defaults(opts: Options | None = None) -> dict[str, Any]:
     """Each TOML key with its value written the way a config file would (`"1m0s"`, `"info"`, `"tls1.0"`)."""
     opts = opts or Options()
-    tls_names = {code: name for name, code in TLS_VERSIONS.items()}
     out: dict[str, Any] = {}
     for opt in _OPTS:
         value = getattr(opts, opt.attr)
@@ -286,7 +288,7 @@ def toml_defaults(opts: Options | None = None) -> dict[str, Any]:
         elif opt.kind == "log_level":
             value = _LEVEL_KEYWORDS[value]
         elif opt.kind == "tls_min_version":
-            value = tls_names[value]
+            value = _TLS_NAMES[value]
         elif opt.kind == "tls_required":
             value = "tcp-https" if value == TLS_REQUIRED_EXCEPT_HTTP else value == TLS_REQUIRED
         elif isinstance(value, list):
@@ -343,7 +345,8 @@ def _flag_set(defaults: Options) -> FlagSet:
         elif opt.kind == "tls_required":
             flags.add_var(opt.flag, default, opt.usage, _set_tls_required, zero=0, is_bool=True)
         elif opt.kind == "tls_min_version":
-            flags.add_var(opt.flag, default, opt.usage, _set_tls_min_version, zero=0)
+            flags.add_var(opt.flag, default, opt.usage, _set_tls_min_version, zero=0,
+                          show=lambda v: _TLS_NAMES.get(v, ""))
         elif opt.kind == "floats":
             flags.add_var(opt.flag, [], opt.usage, _add_percentiles, show=lambda v: ",".join(f"{f:f}" for f in v),
                           zero=[])

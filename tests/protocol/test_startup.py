@@ -136,3 +136,33 @@ def test_log_level_and_prefix(tmp_path: Path) -> None:
     assert all(line.startswith("[custom] ") for line in lines)
     assert not any(" INFO: " in line for line in lines)
     assert any(" WARNING: skipping creation of invalid topic bad!" in line for line in lines)
+
+
+#: flags of nsqd's development branch that 1.3.0 does not have (the README lists them)
+DEVELOPMENT_FLAGS = {"auth-http-request-method", "enable-experiment", "topology-region", "topology-zone"}
+
+
+def _flag_blocks(usage: str) -> dict[str, str]:
+    """`-name type` line plus its help lines, by flag name."""
+    blocks: dict[str, str] = {}
+    for block in re.split(r"\n(?=  -)", usage.split("\n", 1)[1]):
+        blocks[block.split()[0].lstrip("-")] = block
+    return blocks
+
+
+def test_help_matches_go_nsqd_1_3_0() -> None:
+    """`nsqd -h` against the text Go nsqd 1.3.0 printed: every flag block the same, plus the development
+    branch's flags only."""
+    ours = run_nsqd("-h")
+    assert ours.returncode == 0
+    go = _flag_blocks((Path(__file__).parent / "go_nsqd_1.3.0_help.txt").read_text())
+    mine = _flag_blocks(ours.stderr)
+    assert set(mine) - set(go) == DEVELOPMENT_FLAGS
+    assert {name: mine.get(name) for name in go} == go
+
+
+def test_bad_log_level_names_the_levels() -> None:
+    bad = run_nsqd("--log-level=bogus")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith('invalid value "bogus" for flag -log-level: invalid log level \'bogus\' '
+                                 "(debug, info, warn, error, fatal)\nUsage of nsqd:\n")

@@ -317,7 +317,8 @@ def test_tls_min_version_flag() -> None:
          'invalid value "ssl3.0" for flag -tls-min-version: unknown tlsVersionOption "ssl3.0"'),
         (["--tls-required=maybe"],
          'invalid boolean value "maybe" for -tls-required: strconv.ParseBool: parsing "maybe": invalid syntax'),
-        (["--log-level=loud"], "invalid value \"loud\" for flag -log-level: invalid log level 'loud'"),
+        (["--log-level=loud"],
+         "invalid value \"loud\" for flag -log-level: invalid log level 'loud' (debug, info, warn, error, fatal)"),
         (["--x"], "flag provided but not defined: -x"),
     ],
 )
@@ -338,8 +339,9 @@ def test_usage_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert "  -tls-required\n    \trequire TLS for client connections (true, false, tcp-https)\n" in err
     msg_timeout = "default duration to wait before auto-requeing a message (default 1m0s)"
     assert f"  -msg-timeout duration\n    \t{msg_timeout}\n" in err
-    assert '  -tcp-address string\n    \t<addr>:<port> to listen on for TCP clients (default "0.0.0.0:4150")\n' in err
-    assert "(default 769)\n" in err
+    assert ('  -tcp-address string\n    \taddress to listen on for TCP clients (<addr>:<port> for TCP/IP or <path> for '
+            'unix socket) (default "0.0.0.0:4150")\n') in err
+    assert "'tls1.2' or 'tls1.3') (default tls1.0)\n" in err
     assert "  -log-level value\n    \tset log verbosity: debug, info, warn, error, or fatal (default INFO)\n" in err
     flags = re.findall(r"^  -(\S+)", err, re.M)
     assert flags == sorted(flags)
