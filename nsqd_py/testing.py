@@ -1,0 +1,208 @@
+"""A real nsqd-py (and nsqlookupd) for other projects' test suites: no Go binaries to download.
+
+    from nsqd_py.testing import NsqdServer
+
+    with NsqdServer() as nsqd:                      # free loopback ports, a temporary data dir
+        nsqd.publish("events", b"hello")            # over HTTP
+        print(nsqd.tcp_address, nsqd.http_address)  # give these to pynsq, gnsq, go-nsq ...
+
+The servers are subprocesses of this Python (`python -m nsqd_py.apps.nsqd`), started and checked like client
+harnesses do: the process is up once its ports answer; `stop()` sends SIGTERM (nsqd flushes and exits) and
+falls back to SIGKILL. The pytest plugin (`nsqd_py.pytest_plugin`, installed as `nsqd_py`) turns these into
+the fixtures `nsqd` and `nsqlookupd`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+__all__ = ["LookupdServer", "NsqdServer", "ServerError", "free_port"]
+
+
+class ServerError(RuntimeError):
+    """The server did not come up; the message holds its log."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _Server:
+    """A daemon of this package as a subprocess with its own temporary directory and log file."""
+
+    module = ""
+    name = ""
+
+    def __init__(self, *flags: str, data_dir: str | Path | None = None, start_timeout: float = 20.0) -> None:
+        self.flags = list(flags)
+        self.start_timeout = start_timeout
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        self.tcp_port = free_port()
+        self.http_port = free_port()
+        self.log_path = self.data_dir / f"{self.name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def tcp_address(self) -> str:
+        return f"127.0.0.1:{self.tcp_port}"
+
+    @property
+    def http_address(self) -> str:
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.http_address}"
+
+    def args(self) -> list[str]:
+        return [sys.executable, "-m", self.module, f"--tcp-address={self.tcp_address}",
+                f"--http-address={self.http_address}", *self.flags]
+
+    def start(self) -> _Server:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerError(f"{self.name} exited with {self.process.returncode}:\n{self.log()}")
+            if self._answers():
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise ServerError(f"{self.name} did not start in {self.start_timeout} s:\n{self.log()}")
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
+                pass
+            with urllib.request.urlopen(f"{self.http_url}/ping", timeout=1) as reply:
+                return reply.status == 200
+        except OSError:
+            return False
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (a clean nsqd shutdown), SIGKILL after ``timeout``; returns the exit status."""
+        code = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.send_signal(signal.SIGTERM)
+                try:
+                    self.process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+            code = self.process.returncode
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+    def cleanup(self) -> None:
+        """Stop, and remove the data directory if this object made it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def __enter__(self) -> _Server:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.cleanup()
+
+
+class NsqdServer(_Server):
+    """nsqd on free loopback ports. Extra ``flags`` are nsqd's (`--mem-queue-size=0`, ...)."""
+
+    module = "nsqd_py.apps.nsqd"
+    name = "nsqd"
+
+    def __init__(self, *flags: str, lookupd: LookupdServer | None = None, data_dir: str | Path | None = None,
+                 start_timeout: float = 20.0) -> None:
+        if lookupd is not None:
+            flags = (*flags, f"--lookupd-tcp-address={lookupd.tcp_address}")
+        super().__init__(*flags, data_dir=data_dir, start_timeout=start_timeout)
+
+    def args(self) -> list[str]:
+        return [*super().args(), f"--data-path={self.data_dir}"]
+
+    def __enter__(self) -> NsqdServer:
+        self.start()
+        return self
+
+    def publish(self, topic: str, *bodies: bytes) -> None:
+        """POST /pub (one body) or /mpub (several) over HTTP."""
+        query = urllib.parse.urlencode({"topic": topic})
+        if len(bodies) == 1:
+            path, data = "/pub", bodies[0]
+        else:
+            path, data = "/mpub", b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
+            data = len(bodies).to_bytes(4, "big") + data
+            query += "&binary=true"
+        request = urllib.request.Request(f"{self.http_url}{path}?{query}", data=data, method="POST")
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            if reply.read() != b"OK":
+                raise RuntimeError(f"nsqd did not acknowledge the publish to {topic}")
+
+    def consume(self, topic: str, channel: str, count: int, timeout: float = 10.0) -> list[bytes]:
+        """Subscribe, FIN and return the bodies of ``count`` messages (TimeoutError if fewer arrive in time)."""
+        from .client import Consumer  # imported when first used: the plugin stays light
+
+        consumer = Consumer(topic, channel, nsqd_tcp_addresses=[self.tcp_address], max_in_flight=max(1, count))
+        bodies: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        try:
+            while len(bodies) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{len(bodies)} of {count} messages from {topic}/{channel} in {timeout} s")
+                for msg in consumer.poll(min(left, 0.5)):
+                    bodies.append(msg.body)
+                    consumer.fin(msg)
+        finally:
+            consumer.close()
+        return bodies
+
+    def stats(self, topic: str = "") -> dict:
+        """/stats as JSON (for ``topic`` only when given)."""
+        query = urllib.parse.urlencode({"format": "json", **({"topic": topic} if topic else {})})
+        with urllib.request.urlopen(f"{self.http_url}/stats?{query}", timeout=10) as reply:
+            return json.loads(reply.read())
+
+
+class LookupdServer(_Server):
+    """nsqlookupd on free loopback ports."""
+
+    module = "nsqd_py.apps.nsqlookupd"
+    name = "nsqlookupd"
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.http_url}/ping", timeout=1) as reply:
+                return reply.status == 200
+        except OSError:
+            return False
+
+    def __enter__(self) -> LookupdServer:
+        self.start()
+        return self

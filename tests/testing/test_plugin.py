@@ -1,0 +1,84 @@
+"""`nsqd_py.testing` and its pytest plugin, used the way another project would: from a temporary project
+directory, with a real pytest run that publishes and consumes through the fixtures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsqd_py.testing import LookupdServer, NsqdServer, ServerError
+
+PROJECT_TEST = '''
+def test_roundtrip(nsqd):
+    nsqd.publish("events", b"hello")
+    nsqd.publish("events", b"a", b"b")
+    assert nsqd.consume("events", "test", 3) == [b"hello", b"a", b"b"]
+
+
+def test_each_test_gets_a_fresh_nsqd(nsqd):
+    assert nsqd.stats()["topics"] == []
+
+
+def test_with_lookupd(nsqd, nsqlookupd):
+    import json, time, urllib.request
+    nsqd.publish("found", b"x")
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        with urllib.request.urlopen(f"{nsqlookupd.http_url}/lookup?topic=found") as reply:
+            producers = json.loads(reply.read())["producers"]
+        if producers:
+            break
+        time.sleep(0.1)
+    assert producers[0]["tcp_port"] == nsqd.tcp_port
+'''
+
+
+def _run_pytest(project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=project,
+                          capture_output=True, text=True, timeout=180, env=env)
+
+
+@pytest.mark.parametrize("how", ["-p", "entry point"])
+def test_plugin_from_another_project(tmp_path: Path, how: str) -> None:
+    (tmp_path / "test_app.py").write_text(PROJECT_TEST)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    if how == "-p":
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        result = _run_pytest(tmp_path, "-p", "nsqd_py.pytest_plugin", env=env)
+    else:
+        result = _run_pytest(tmp_path, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout
+
+
+def test_context_manager_cleans_up_and_stops_cleanly() -> None:
+    with NsqdServer("--mem-queue-size=0") as nsqd:
+        data_dir = nsqd.data_dir
+        nsqd.publish("kept", b"x")
+        assert nsqd.stats("kept")["topics"][0]["depth"] == 1
+        process = nsqd.process
+    assert process is not None and process.returncode == 0, "SIGTERM: nsqd flushed and exited 0"
+    assert not data_dir.exists()
+
+
+def test_a_given_data_dir_is_kept_across_restarts(tmp_path: Path) -> None:
+    with NsqdServer(data_dir=tmp_path) as nsqd:
+        nsqd.publish("kept", b"x")
+    with NsqdServer(data_dir=tmp_path) as again:
+        assert again.consume("kept", "c", 1) == [b"x"]
+    assert tmp_path.exists()
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
+    with pytest.raises(ServerError, match="exited with 2:\n.*flag -mem-queue-size"), NsqdServer("--mem-queue-size=nope"):
+        pass
+
+
+def test_lookupd_server() -> None:
+    with LookupdServer() as lookupd, NsqdServer(lookupd=lookupd) as nsqd:
+        assert nsqd.process is not None and lookupd.process is not None
+        assert f"--lookupd-tcp-address={lookupd.tcp_address}" in nsqd.args()
