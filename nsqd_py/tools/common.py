@@ -97,6 +97,9 @@ class ClientSettings:
     identify: dict[str, Any] = field(default_factory=dict)
     max_in_flight: int | None = None
     lookupd_poll_interval: float = 60.0
+    #: go-nsq's requeue delay for a failed message: attempts x default, at most max (seconds)
+    default_requeue_delay: float = 90.0
+    max_requeue_delay: float = 900.0
     timeout: float = 5.0
     tls_root_ca_file: str = ""
     tls_insecure_skip_verify: bool = False
@@ -119,6 +122,8 @@ class ClientSettings:
             self.max_in_flight = parse_int(value)
         elif key == "lookupd_poll_interval":
             self.lookupd_poll_interval = parse_duration(value) / SECOND
+        elif key in ("default_requeue_delay", "max_requeue_delay"):
+            setattr(self, key, parse_duration(value) / SECOND)
         elif key == "dial_timeout":
             self.timeout = parse_duration(value) / SECOND
         elif key in ("tls_root_ca_file", "tls_cert", "tls_key"):

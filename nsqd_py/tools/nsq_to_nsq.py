@@ -1,0 +1,208 @@
+"""nsq_to_nsq: copy topics to other nsqd, as NSQ's Go tool, optionally filtering and trimming JSON messages.
+
+A message is FINed only after a destination nsqd answered OK (relay.py); a message the JSON filters reject is
+FINed without being published, as Go's handler does. `--mode=hostpool` (default) prefers destinations that did
+not fail lately, `round-robin` takes each in turn.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..client import Message, NSQError, Producer
+from ..goflags import FlagSet
+from ..version import version_line
+from .common import ClientSettings, add_source_flags, client_settings, log_fatal, log_printf, user_agent
+from .relay import TimerMetrics, host_selector, make_consumers, relay
+
+APP = "nsq_to_nsq"
+_MODES = ("round-robin", "hostpool", "epsilon-greedy")
+
+
+def flag_set() -> FlagSet:
+    fs = FlagSet(APP)
+    fs.add("version", "bool", False, "print version string")
+    fs.add("channel", "string", "nsq_to_nsq", "nsq channel")
+    fs.add("destination-topic", "string", "",
+           "use this destination topic for all consumed topics (default is consumed topic name)")
+    fs.add("max-in-flight", "int", 200, "max number of messages to allow in flight")
+    fs.add("status-every", "int", 250, "the # of requests between logging status (per destination), 0 disables")
+    fs.add("mode", "string", "hostpool", "the upstream request mode options: round-robin, hostpool (default), "
+           "epsilon-greedy")
+    fs.add("destination-nsqd-tcp-address", "list", [], "destination nsqd TCP address (may be given multiple times)")
+    fs.add("whitelist-json-field", "list", [], "for JSON messages: pass this field (may be given multiple times)")
+    fs.add("require-json-field", "string", "", "for JSON messages: only pass messages that contain this field")
+    fs.add("require-json-value", "string", "",
+           "for JSON messages: only pass messages in which the required field has this value")
+    fs.add("producer-opt", "list", [],
+           "option to passthrough to nsq.Producer (may be given multiple times, "
+           "http://godoc.org/github.com/nsqio/go-nsq#Config)")
+    add_source_flags(fs, "nsq topic (may be given multiple times)")
+    return fs
+
+
+@dataclass
+class Options:
+    topics: list[str]
+    channel: str
+    destination_topic: str
+    max_in_flight: int
+    status_every: int
+    mode: str
+    destinations: list[str]
+    whitelist: list[str]
+    require_field: str
+    require_value: str
+    nsqd_tcp_addresses: list[str]
+    lookupd_http_addresses: list[str]
+    consumer: ClientSettings
+    producer: ClientSettings
+
+
+def parse_options(argv: Sequence[str]) -> Options | None:
+    v = flag_set().parse(argv).values
+    try:
+        consumer = client_settings(v["consumer-opt"])
+        producer = client_settings(v["producer-opt"])
+    except ValueError as err:
+        log_fatal(f"invalid option - {err}")
+    if v["version"]:
+        print(version_line(APP))
+        return None
+    if not v["topic"]:
+        log_fatal("--topic is required")
+    if not v["channel"]:
+        log_fatal("--channel is required")
+    nsqds, lookupds = v["nsqd-tcp-address"], v["lookupd-http-address"]
+    if not nsqds and not lookupds:
+        log_fatal("--nsqd-tcp-address or --lookupd-http-address required")
+    if nsqds and lookupds:
+        log_fatal("use --nsqd-tcp-address or --lookupd-http-address not both")
+    if not v["destination-nsqd-tcp-address"]:
+        log_fatal("--destination-nsqd-tcp-address required")
+    if v["mode"] not in _MODES:
+        log_fatal(f"invalid --mode '{v['mode']}' (round-robin, hostpool, epsilon-greedy)")
+    if v["require-json-value"] and not v["require-json-field"]:
+        log_fatal("--require-json-value requires --require-json-field")
+    return Options(v["topic"], v["channel"], v["destination-topic"], v["max-in-flight"], v["status-every"],
+                   v["mode"], list(dict.fromkeys(v["destination-nsqd-tcp-address"])), v["whitelist-json-field"],
+                   v["require-json-field"], v["require-json-value"], nsqds, lookupds, consumer, producer)
+
+
+class JSONFilter:
+    """`--require-json-field/value` and `--whitelist-json-field` (dotted names reach into nested objects)."""
+
+    def __init__(self, require_field: str, require_value: str, whitelist: list[str]) -> None:
+        self.require_field = require_field
+        self.require_value = require_value
+        self.whitelist = whitelist
+
+    @property
+    def active(self) -> bool:
+        return bool(self.require_field or self.whitelist)
+
+    def apply(self, body: bytes) -> bytes | None:
+        """The body to publish, or None when the message is filtered out."""
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            log_printf(f"ERROR: Unable to decode json: {body.decode('utf-8', 'replace')}")
+            return None
+        if not isinstance(doc, dict):
+            return None
+        if self.require_field:
+            found, value = _lookup(doc, self.require_field)
+            if not found or (self.require_value and not _equal(value, self.require_value)):
+                return None
+        if self.whitelist:
+            kept: dict[str, Any] = {}
+            for name in self.whitelist:
+                found, value = _lookup(doc, name)
+                if found:
+                    _store(kept, name, value)
+            return json.dumps(kept, separators=(",", ":")).encode()
+        return body
+
+
+def _lookup(doc: dict[str, Any], dotted: str) -> tuple[bool, Any]:
+    value: Any = doc
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def _store(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        doc = doc.setdefault(part, {})
+    doc[last] = value
+
+
+def _equal(value: Any, wanted: str) -> bool:
+    """A string field compares as text, a number as a number (Go compares `json.Number`s and strings)."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value) == wanted
+    if isinstance(value, int | float):
+        try:
+            return float(wanted) == float(value)
+        except ValueError:
+            return False
+    return isinstance(value, str) and value == wanted
+
+
+class NSQPublisher:
+    """Publishes one message to a destination chosen by the mode; True once that nsqd answered OK."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.filter = JSONFilter(opts.require_field, opts.require_value, opts.whitelist)
+        settings = opts.producer
+        self.producers = {addr: Producer(addr, identify=settings.identify, tls_context=settings.tls_context(),
+                                         timeout=settings.timeout, user_agent=user_agent(APP))
+                          for addr in opts.destinations}
+        self.hosts = host_selector(opts.mode, opts.destinations)
+        self._lock = threading.Lock()
+        self.aggregate = TimerMetrics(opts.status_every, "[aggregate]:")
+
+    def __call__(self, topic: str, msg: Message) -> bool:
+        body: bytes | None = msg.body
+        if self.filter.active:
+            body = self.filter.apply(msg.body)
+            if body is None:
+                return True  # filtered out: done with, never published
+        with self._lock:
+            addr = self.hosts.get()
+        started = time.monotonic()
+        try:
+            self.producers[addr].pub(self.opts.destination_topic or topic, body)
+            ok = True
+        except NSQError as err:
+            log_printf(f"ERROR: publishing to {addr} - {err}")
+            ok = False
+        with self._lock:
+            self.hosts.mark(addr, ok)
+            if ok:
+                self.aggregate.status(started)
+        return ok
+
+    def close(self) -> None:
+        for producer in self.producers.values():
+            producer.close()
+
+
+def run(opts: Options) -> None:
+    consumers = make_consumers(APP, opts.topics, opts.channel, opts.nsqd_tcp_addresses, opts.lookupd_http_addresses,
+                               opts.max_in_flight, opts.consumer)
+    publisher = NSQPublisher(opts)
+    try:
+        # a Producer is thread-safe but holds one connection: one worker per destination keeps them all busy
+        relay(consumers, publisher, opts.consumer, workers=len(opts.destinations) * 4)
+    finally:
+        publisher.close()
