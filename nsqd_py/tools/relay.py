@@ -106,17 +106,18 @@ def make_consumers(app: str, topics: Sequence[str], channel: str, nsqd_tcp_addre
                      log=gonsq_log(i)) for i, topic in enumerate(topics, 1)]
 
 
-#: delivers one message of a topic; True when it was handed on (or deliberately skipped), False to retry later
-Deliver = Callable[[str, Message], bool]
+#: delivers messages of one topic; True when they were handed on (or deliberately skipped), False to retry later
+Deliver = Callable[[str, list[Message]], bool]
 
 
 def relay(consumers: list[Consumer], deliver: Deliver, settings: ClientSettings, workers: int,
-          sample: float = 1.0) -> None:
-    """Run until SIGINT/SIGTERM: every message goes to ``deliver`` on the pool, then FIN or REQ."""
+          sample: float = 1.0, batch: int = 1) -> None:
+    """Run until SIGINT/SIGTERM: messages go to ``deliver`` on the pool, up to ``batch`` at a time (all of a
+    batch succeed or fail together), then FIN or REQ."""
     stop_requested: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: stop_requested.append(signum))
-    pending: dict[Future[bool], tuple[Consumer, Message]] = {}
+    pending: dict[Future[bool], tuple[Consumer, list[Message]]] = {}
     deadline = float("inf")
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         try:
@@ -129,29 +130,34 @@ def relay(consumers: list[Consumer], deliver: Deliver, settings: ClientSettings,
                     return
                 wait_each = 0.0 if pending else 0.5 / len(consumers)
                 for consumer in consumers:
+                    chosen = []
                     for msg in consumer.poll(wait_each):
                         if sample < 1.0 and random.random() > sample:
                             consumer.fin(msg)  # not sampled: done with, as Go's handler returning nil
-                            continue
-                        pending[pool.submit(deliver, consumer.topic, msg)] = (consumer, msg)
+                        else:
+                            chosen.append(msg)
+                    for start in range(0, len(chosen), batch):
+                        msgs = chosen[start : start + batch]
+                        pending[pool.submit(deliver, consumer.topic, msgs)] = (consumer, msgs)
                 if pending:
                     done, _ = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
                     for future in done:
-                        consumer, msg = pending.pop(future)
-                        _settle(consumer, msg, future, settings)
+                        consumer, msgs = pending.pop(future)
+                        _settle(consumer, msgs, future, settings)
         finally:
             for consumer in consumers:
                 consumer.close()
 
 
-def _settle(consumer: Consumer, msg: Message, outcome: Future[bool], settings: ClientSettings) -> None:
+def _settle(consumer: Consumer, msgs: list[Message], outcome: Future[bool], settings: ClientSettings) -> None:
     try:
         delivered = outcome.result()
     except Exception as err:  # a delivery that raised is a failed one: retried, never lost
-        log_printf(f"ERROR: delivering message {msg.id.decode('latin-1')} - {err}")
+        log_printf(f"ERROR: delivering {len(msgs)} message(s) - {err}")
         delivered = False
-    if delivered:
-        consumer.fin(msg)
-    else:
-        delay = min(settings.max_requeue_delay, settings.default_requeue_delay * msg.attempts)
-        consumer.req(msg, int(delay * 1000))
+    for msg in msgs:
+        if delivered:
+            consumer.fin(msg)
+        else:
+            delay = min(settings.max_requeue_delay, settings.default_requeue_delay * msg.attempts)
+            consumer.req(msg, int(delay * 1000))
