@@ -145,6 +145,25 @@ class Channel:
         if not mem_size:
             self.dispatch()
 
+    def put_parked_batch(self, batch: list[Parked]) -> None:
+        """One publish's messages (all with the same delay). While no consumer could take one now - a
+        backlog, or nobody ready - they are queued in one step, which is where put_parked would send each
+        of them; otherwise each goes through put_parked."""
+        if self._mem_size and not batch[0][4] and (
+                self.paused or self._dispatching or self._queue or not any(c.is_ready() for c in self._clients)):
+            self.message_count += len(batch)
+            try:
+                to_disk = self._queue.push_parked_batch(batch)
+            except BackendError as err:
+                self._nsqd.set_health(err)
+                self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
+                return
+            if to_disk:
+                self._nsqd.set_health(None)
+            return
+        for parked in batch:
+            self.put_parked(parked)
+
     def _enqueue(self, msg: Message) -> None:
         self._enqueue_parked(park(msg))
 

@@ -68,6 +68,18 @@ class MessageQueue:
         self.write_to_backend(unpark(parked))
         return True
 
+    def push_parked_batch(self, batch: list[Parked]) -> bool:
+        """Queue messages in order: as many as fit into memory in one step, the rest to disk. True when any
+        went to disk; BackendError when a write failed (the messages before it stay queued)."""
+        room = max(0, self._mem_size - len(self._memory))
+        if room >= len(batch):
+            self._memory.extend(batch)
+            return False
+        self._memory.extend(batch[:room])
+        for parked in batch[room:]:
+            self.write_to_backend(unpark(parked))
+        return True
+
     def write_to_backend(self, msg: Message) -> None:
         self._backend.put(msg.encode())
         token = msg.token

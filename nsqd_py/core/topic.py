@@ -111,9 +111,7 @@ class Topic:
                   for msg_id, body in zip(self._guid.new_ids(len(bodies)), bodies, strict=True)]
         if self._channel_list and not self.paused and self._pump is None and not self._queue:
             for channel in self._channel_list:
-                put = channel.put_parked
-                for entry in parked:
-                    put(entry)
+                channel.put_parked_batch(parked)
         else:
             self._enqueue_all(parked)
         self.message_count += len(bodies)
@@ -121,9 +119,7 @@ class Topic:
 
     def _enqueue_all(self, parked: list[Parked]) -> None:
         try:
-            to_disk = False
-            for entry in parked:
-                to_disk = self._queue.push_parked(entry) or to_disk
+            to_disk = self._queue.push_parked_batch(parked)
         except BackendError as err:
             self._nsqd.set_health(err)
             raise

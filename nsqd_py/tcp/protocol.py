@@ -486,24 +486,27 @@ class ProtocolV2:
         length). Whatever the read buffer already holds is parsed in place; a message that is
         not complete yet is read the ordinary way, which pulls in more of the stream."""
         client = self.client
+        max_size = self.opts.max_msg_size
+        unpack = _INT32.unpack_from
         bodies: list[bytes] = []
         while len(bodies) < count:
             buf, pos = client.buffered()
-            end = len(buf)
-            view = memoryview(buf)
-            try:
-                while len(bodies) < count and pos + 4 <= end:
-                    (msg_size,) = _INT32.unpack_from(buf, pos)
-                    self._check_mpub_size(len(bodies), msg_size)
-                    if pos + 4 + msg_size > end:
-                        break
-                    bodies.append(view[pos + 4 : pos + 4 + msg_size].tobytes())
-                    pos += 4 + msg_size
-            finally:
-                view.release()
-            client.seek(pos)
-            if len(bodies) < count:
-                index = len(bodies)
+            data = bytes(buf[pos:])  # one copy; slicing bytes then yields each body directly
+            end = len(data)
+            offset = 0
+            index = len(bodies)
+            while index < count and offset + 4 <= end:
+                (msg_size,) = unpack(data, offset)
+                if msg_size <= 0 or msg_size > max_size:
+                    self._check_mpub_size(index, msg_size)
+                stop = offset + 4 + msg_size
+                if stop > end:
+                    break
+                bodies.append(data[offset + 4 : stop])
+                offset = stop
+                index += 1
+            client.seek(pos + offset)
+            if index < count:
                 msg_size = self._read_len("E_BAD_MESSAGE", f"MPUB failed to read message({index}) body size")
                 self._check_mpub_size(index, msg_size)
                 bodies.append(self._read_body(msg_size, "E_BAD_MESSAGE", "MPUB failed to read message body"))

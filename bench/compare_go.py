@@ -1,0 +1,256 @@
+"""The speed table: our nsqd against Go's nsqd, in alternating rounds, as ratios.
+
+    .venv/bin/python bench/compare_go.py                                   # ours only
+    .venv/bin/python bench/compare_go.py --go-dir ../shared/reference-go  # + Go's nsqd, bench_writer/reader
+
+Each round starts a fresh server (fresh data dir) per workload; rounds alternate ours, Go, ours, Go. With
+--go-dir, NSQ's own bench_writer/bench_reader generate the load for both servers (else bench/'s Python ones).
+Per workload: throughput, and the server's CPU per message (utime+stime from /proc over the run), which the
+2-core shared machine disturbs far less than wall-clock rates. HTTP /pub uses wrk (`make bench-deps`) when
+installed. The machine's load average is printed with the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OURS = Path(sys.executable).parent / "nsqd"
+_TICKS = os.sysconf("SC_CLK_TCK")
+_OPS = re.compile(r"([0-9.]+)ops/s")
+_BODY = b"x" * 200
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Server:
+    """One nsqd (ours or Go's) on free ports with a fresh data dir."""
+
+    def __init__(self, binary: Path, *flags: str) -> None:
+        self.tcp, self.http = free_port(), free_port()
+        self.data = tempfile.mkdtemp(prefix="nsqd-bench-")
+        self.proc = subprocess.Popen([str(binary), f"--tcp-address=127.0.0.1:{self.tcp}",
+                                      f"--http-address=127.0.0.1:{self.http}", f"--data-path={self.data}", *flags],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.http}/ping", timeout=1).read()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"{binary} did not start")
+
+    def post(self, path: str, body: bytes = b"") -> None:
+        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{self.http}{path}", data=body,
+                                                      method="POST"), timeout=10).read()
+
+    def create_channel(self) -> None:
+        self.post("/topic/create?topic=sub_bench")
+        self.post("/channel/create?topic=sub_bench&channel=ch")
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
+@dataclass
+class Result:
+    rate: float  # per second (messages or requests)
+    cpu_us: float  # server CPU per message/request, microseconds
+    extra: str = ""
+
+
+@dataclass
+class Load:
+    """The load generators: Go's bench_writer/bench_reader, or bench/'s Python ones."""
+
+    go_dir: Path | None
+    runfor: float
+
+    def _cmd(self, tool: str) -> list[str]:
+        if self.go_dir is not None:
+            return [str(self.go_dir / tool)]
+        return [sys.executable, str(HERE / f"{tool}.py")]
+
+    def write(self, server: Server, seconds: float) -> float:
+        out = subprocess.run([*self._cmd("bench_writer"), f"--nsqd-tcp-address=127.0.0.1:{server.tcp}",
+                              f"--runfor={seconds}s", "--size=200", "--batch-size=200"],
+                             capture_output=True, text=True, timeout=seconds + 120)
+        return _ops(out.stdout + out.stderr)
+
+    def read(self, server: Server, seconds: float) -> float:
+        out = subprocess.run([*self._cmd("bench_reader"), f"--nsqd-tcp-address=127.0.0.1:{server.tcp}",
+                              f"--runfor={seconds}s", "--size=200", "--channel=ch"],
+                             capture_output=True, text=True, timeout=seconds + 120)
+        return _ops(out.stdout + out.stderr)
+
+
+def _ops(text: str) -> float:
+    found = _OPS.findall(text)
+    if not found:
+        raise RuntimeError(f"no ops/s in the load generator's output:\n{text[-2000:]}")
+    return float(found[-1])
+
+
+def publish(binary: Path, load: Load, memq: int) -> Result:
+    server = Server(binary, f"--mem-queue-size={memq}")
+    try:
+        server.create_channel()
+        before = server.cpu()
+        rate = load.write(server, load.runfor)
+        used = server.cpu() - before
+        return Result(rate, used / (rate * load.runfor) * 1e6)
+    finally:
+        server.stop()
+
+
+def consume(binary: Path, load: Load, memq: int) -> Result:
+    """Drain a backlog written first (the issue's 'consume' rows)."""
+    server = Server(binary, f"--mem-queue-size={memq}")
+    try:
+        server.create_channel()
+        load.write(server, load.runfor)
+        before = server.cpu()
+        seconds = max(2.0, load.runfor / 2)
+        rate = load.read(server, seconds)
+        used = server.cpu() - before
+        return Result(rate, used / (rate * seconds) * 1e6)
+    finally:
+        server.stop()
+
+
+def rss_with_backlog(binary: Path, load: Load, count: int = 1_000_000) -> Result:
+    """RSS (reported as the row's value, MiB) once ``count`` 200-byte messages sit in one channel."""
+    server = Server(binary, "--mem-queue-size=1000000")
+    try:
+        server.create_channel()
+        batch = 1000
+        body = batch.to_bytes(4, "big") + (len(_BODY).to_bytes(4, "big") + _BODY) * batch
+        for _ in range(count // batch):  # exactly ``count``, the same for both servers
+            server.post("/mpub?topic=sub_bench&binary=true", body)
+        time.sleep(1)
+        return Result(rss_mib(server.proc.pid), 0.0, f"(depth {_depth(server)})")
+    finally:
+        server.stop()
+
+
+def _depth(server: Server) -> int:
+    stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.http}/stats?format=json&topic=sub_bench",
+                                              timeout=10).read())
+    return stats["topics"][0]["channels"][0]["depth"] if stats["topics"] else 0
+
+
+def http_pub(binary: Path, load: Load) -> Result | None:
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        return None
+    server = Server(binary)
+    try:
+        before = server.cpu()
+        out = subprocess.run([wrk, "-t1", "-c32", f"-d{int(load.runfor)}s", "-s", str(HERE / "wrk_pub.lua"),
+                              f"http://127.0.0.1:{server.http}/pub?topic=http_bench"],
+                             capture_output=True, text=True, timeout=load.runfor + 60)
+        used = server.cpu() - before
+        rate = float(re.search(r"Requests/sec:\s+([0-9.]+)", out.stdout).group(1))  # type: ignore[union-attr]
+        return Result(rate, used / (rate * load.runfor) * 1e6)
+    finally:
+        server.stop()
+
+
+@dataclass
+class Row:
+    name: str
+    run: Callable[[Path, Load], Result | None]
+    ours: list[Result] = field(default_factory=list)
+    go: list[Result] = field(default_factory=list)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--go-dir", type=Path, help="directory with Go's nsqd, bench_writer, bench_reader")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds per server (alternating)")
+    parser.add_argument("--runfor", type=float, default=4.0, help="seconds per load run")
+    parser.add_argument("--nsqd", type=Path, default=OURS, help="our nsqd executable")
+    parser.add_argument("--skip-rss", action="store_true", help="leave out the 1M-message RSS row")
+    parser.add_argument("--only", default="", help="run only the rows whose name contains this text")
+    args = parser.parse_args()
+    load = Load(args.go_dir, args.runfor)
+    rows = [
+        Row("TCP publish (MPUB 200 x 200 B)", lambda b, ld: publish(b, ld, 1_000_000)),
+        Row("TCP consume (backlog)", lambda b, ld: consume(b, ld, 1_000_000)),
+        Row("publish, memq 0", lambda b, ld: publish(b, ld, 0)),
+        Row("consume, memq 0", lambda b, ld: consume(b, ld, 0)),
+        Row("HTTP POST /pub (wrk -c32)", http_pub),
+    ]
+    if not args.skip_rss:
+        rows.append(Row("RSS MiB, 1M x 200 B queued", rss_with_backlog))
+    rows = [row for row in rows if args.only.lower() in row.name.lower()]
+    servers = [("ours", args.nsqd)] + ([("go", args.go_dir / "nsqd")] if args.go_dir else [])
+    for round_no in range(args.rounds):
+        for who, binary in servers:
+            for row in rows:
+                result = row.run(binary, load)
+                if result is not None:
+                    (row.ours if who == "ours" else row.go).append(result)
+                    print(f"round {round_no + 1} {who:4s} {row.name:32s} {result.rate:12.0f}/s  "
+                          f"{result.cpu_us:7.2f} us/op {result.extra}", flush=True)
+    print(f"\nload average {os.getloadavg()[0]:.2f} (2 cores), {args.rounds} alternating rounds, "
+          f"load from {'Go' if args.go_dir else 'Python'} bench tools, {time.strftime('%Y-%m-%d')}")
+    print(f"{'workload':32s} {'ours':>12s} {'us/op':>7s} {'go':>12s} {'us/op':>7s} {'ratio':>6s} {'cpu ratio':>9s}")
+    for row in rows:
+        if not row.ours:
+            continue
+        ours_rate = statistics.median(r.rate for r in row.ours)
+        ours_cpu = statistics.median(r.cpu_us for r in row.ours)
+        line = f"{row.name:32s} {ours_rate:12.0f} {ours_cpu:7.2f}"
+        if row.go:
+            go_rate = statistics.median(r.rate for r in row.go)
+            go_cpu = statistics.median(r.cpu_us for r in row.go)
+            ratio = ours_rate / go_rate if go_rate else 0.0
+            cpu_ratio = ours_cpu / go_cpu if go_cpu else 0.0
+            line += f" {go_rate:12.0f} {go_cpu:7.2f} {ratio:5.2f}x {cpu_ratio:8.2f}x"
+        extra = " ".join(r.extra for r in row.ours + row.go if r.extra)
+        print(line + (f"  {extra}" if extra else ""))
+
+
+if __name__ == "__main__":
+    main()
