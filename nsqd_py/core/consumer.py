@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 if TYPE_CHECKING:
     from .message import Message
 
@@ -15,6 +17,7 @@ STATE_SUBSCRIBED = 3
 STATE_CLOSING = 4
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Consumer:
     """Per-client delivery state the channel reads and updates directly (hot path: plain attributes).
 

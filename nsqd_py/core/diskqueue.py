@@ -32,6 +32,7 @@ from typing import Any
 
 import gevent
 from gevent.event import Event
+from mypy_extensions import mypyc_attr
 
 from nsqd_py.log import Logger
 
@@ -115,9 +116,9 @@ def _persist(fsync_fds: list[int], dir_path: str | None, meta_path: str, meta: b
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         try:
-            view = memoryview(meta)
-            while view:
-                view = view[os.write(fd, view):]
+            written = 0
+            while written < len(meta):
+                written += os.write(fd, meta[written:])
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -147,6 +148,7 @@ def _timer_sync(ref: weakref.ref[DiskQueue]) -> None:
         queue._on_timer()
 
 
+@mypyc_attr(native_class=False)  # its sync timer holds it by weakref, which native classes lack
 class DiskQueue:
     """A go-diskqueue compatible disk queue whose read position only passes records once they are acked."""
 
@@ -235,6 +237,8 @@ class DiskQueue:
     def _load(self) -> None:
         """Resume from the meta file, salvaging what Go would not: data files without meta, unsynced tails."""
         meta = self._read_meta()
+        depth: int | None
+        salvaged: bool | None
         if meta is None:
             files = self._data_files()
             if not files:
@@ -279,6 +283,7 @@ class DiskQueue:
                 self._log.warn(f"DISKQUEUE({self.name}) depth recounted after salvage: {depth} -> {counted}")
             depth = counted
             self._changes += 1
+        assert depth is not None  # recounted above when the meta file had none
         self._unread = depth
         self._check_tail()
 
@@ -406,20 +411,20 @@ class DiskQueue:
             buf = self._buf
             off = pos - self._buf_pos
             if off + 4 > len(buf):
-                buf = self._fill(4, limit)
-                if buf is None:
+                filled = self._fill(4, limit)
+                if filled is None:
                     continue
-                off = 0
+                buf, off = filled, 0
             (size,) = _LEN.unpack_from(buf, off)
             if size < self._min_size or size > self._max_size:
                 self._skip_bad_file(f"invalid message read size ({size})")
                 continue
             end = off + 4 + size
             if end > len(buf):
-                buf = self._fill(4 + size, limit)
-                if buf is None:
+                filled = self._fill(4 + size, limit)
+                if filled is None:
                     continue
-                off, end = 0, 4 + size
+                buf, off, end = filled, 0, 4 + size
             data = buf[off + 4:end]
             if end == len(buf):
                 self._buf = b""  # don't hold a consumed chunk while idle
@@ -453,9 +458,11 @@ class DiskQueue:
     def _fill(self, need: int, limit: int) -> bytes | None:
         """Read ahead from the cursor so the buffer holds ``need`` bytes; None (file skipped) on a short read."""
         pos = self._rpos
+        fd = self._rfd
+        assert fd is not None  # the caller opened the read file
         want = max(need, min(_READ_CHUNK, limit - pos))
         try:
-            buf = os.pread(self._rfd, want, pos) if pos + need <= limit else b""
+            buf = os.pread(fd, want, pos) if pos + need <= limit else b""
         except OSError as err:
             self._skip_bad_file(str(err))
             return None
@@ -500,8 +507,10 @@ class DiskQueue:
 
     def ack(self, token: object) -> None:
         """The record behind ``token`` is done with; unknown, repeated or pre-empty() tokens are ignored."""
+        if not isinstance(token, _Token):
+            return
         pending = self._pending
-        seq = getattr(token, "seq", None)
+        seq = token.seq
         if pending.get(seq) is not token or self._closed:
             return
         del pending[seq]

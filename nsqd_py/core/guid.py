@@ -48,7 +48,7 @@ class GuidFactory:
     def new_ids(self, count: int) -> list[bytes]:
         """``count`` new ids as 16 lowercase hex ASCII bytes, consecutive where the clock allows
         (an MPUB's ids are consecutive in nsqd too)."""
-        ids = []
+        ids: list[bytes] = []
         while len(ids) < count:
             first = self._try_new()
             if first is None:

@@ -107,7 +107,7 @@ class Topic:
         if self.exiting:
             raise ExitingError()
         timestamp = time.time_ns()
-        parked = [(msg_id, body, timestamp, 0, deferred, None)
+        parked: list[Parked] = [(msg_id, body, timestamp, 0, deferred, None)
                   for msg_id, body in zip(self._guid.new_ids(len(bodies)), bodies, strict=True)]
         if self._channel_list and not self.paused and self._pump is None and not self._queue:
             for channel in self._channel_list:

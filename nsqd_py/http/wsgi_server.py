@@ -295,7 +295,13 @@ class WSGIServer:
         kwargs = {"ssl_context": ssl_context} if ssl_context is not None else {}
         self._server = StreamServer(listener, self._handle, **kwargs)
         name = listener.getsockname()
-        self._server_name, self._server_port = (name[0], str(name[1])) if isinstance(name, tuple) else (name, "")
+        server_name, server_port = (name[0], str(name[1])) if isinstance(name, tuple) else (name, "")
+        #: the environ entries every request on this server shares
+        self._base_environ: dict[str, Any] = {
+            "SCRIPT_NAME": "", "SERVER_NAME": server_name, "SERVER_PORT": server_port,
+            "wsgi.version": (1, 0), "wsgi.url_scheme": self._scheme, "wsgi.errors": sys.stderr,
+            "wsgi.multithread": False, "wsgi.multiprocess": False, "wsgi.run_once": False,
+        }
 
     def start(self) -> None:
         self._server.start()
@@ -308,16 +314,19 @@ class WSGIServer:
             # as Go does: with Nagle on, the next pipelined answer would wait for a delayed ACK
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         remote = address if isinstance(address, tuple) else ("", 0)
+        connection_environ = self._base_environ.copy()
+        connection_environ["REMOTE_ADDR"] = str(remote[0])
+        connection_environ["REMOTE_PORT"] = str(remote[1]) if len(remote) > 1 else ""
         stream = _Stream(sock)
         try:
-            while self._serve_one(stream, remote):
+            while self._serve_one(stream, connection_environ):
                 pass
         except (_Closed, OSError):
             pass
         finally:
             sock.close()
 
-    def _serve_one(self, stream: _Stream, remote: tuple[Any, ...]) -> bool:
+    def _serve_one(self, stream: _Stream, connection_environ: dict[str, Any]) -> bool:
         """One request and its answer; False when the connection is done."""
         sock = stream.sock
         try:
@@ -338,7 +347,7 @@ class WSGIServer:
                 send_all(sock, _EXPECTATION_FAILED % _DATE.get())
                 _linger(sock)
                 return False
-        env, keep_alive, body = self._environ(head, stream, remote, expect_continue and head.minor >= 1)
+        env, keep_alive, body = _environ(connection_environ, head, stream, expect_continue and head.minor >= 1)
         response = _Response()
         result = self.app(env, response.start)
         try:
@@ -354,50 +363,66 @@ class WSGIServer:
             _linger(sock)
         return keep_alive
 
-    def _environ(self, head: RequestHead, stream: _Stream, remote: tuple[Any, ...],
-                 expect_continue: bool) -> tuple[dict[str, Any], bool, _Body]:
-        env: dict[str, Any] = {
-            "REQUEST_METHOD": head.method, "SCRIPT_NAME": "", "PATH_INFO": decode_path(head.path),
-            "QUERY_STRING": head.query, "RAW_URI": head.target, "SERVER_PROTOCOL": head.version,
-            "SERVER_NAME": self._server_name, "SERVER_PORT": self._server_port,
-            "REMOTE_ADDR": str(remote[0]), "REMOTE_PORT": str(remote[1]) if len(remote) > 1 else "",
-            "wsgi.version": (1, 0), "wsgi.url_scheme": self._scheme, "wsgi.errors": sys.stderr,
-            "wsgi.multithread": False, "wsgi.multiprocess": False, "wsgi.run_once": False,
-        }
-        env.update(head.fields)
-        body = _Body(stream, head.content_length, head.chunked, expect_continue)
-        env["wsgi.input"] = body
-        connection = head.fields.get("HTTP_CONNECTION", "").lower()
-        keep_alive = "keep-alive" in connection if head.minor == 0 else "close" not in connection
-        return env, keep_alive, body
-
     @staticmethod
     def _answer(response: _Response, data: bytes, keep_alive: bool, head: RequestHead) -> bytes:
-        """The status line names the request's version as Go's does (`HTTP/1.0` to a 1.0 client, which is told
-        `Connection: keep-alive` when it may keep the connection, and nothing when it may not)."""
+        """The answer in one piece; its head (all but the Date) is built once per distinct status, headers and
+        connection outcome (nsqd's answers are few: /pub's 200 OK is always the same)."""
         http10 = head.minor == 0
-        out = bytearray(b"HTTP/1.0 " if http10 else b"HTTP/1.1 ")
-        out += response.status.encode("latin-1")
-        out += b"\r\n"
-        has_length = False
-        for name, value in response.headers:
-            lower = name.lower()
-            if lower == "connection":
-                continue
-            has_length = has_length or lower == "content-length"
-            out += f"{name.title()}: {value}\r\n".encode("latin-1")
-        if not has_length and not response.status.startswith(_NO_BODY_STATUSES):
-            out += b"Content-Length: %d\r\n" % len(data)
-        out += b"Date: " + _DATE.get() + b"\r\n"
-        if http10:
-            if keep_alive:
-                out += b"Connection: keep-alive\r\n"
-        elif not keep_alive:
-            out += b"Connection: close\r\n"
-        out += b"\r\n"
-        if head.method != "HEAD":
-            out += data
-        return bytes(out)
+        key = (response.status, tuple(response.headers), http10, keep_alive, len(data))
+        parts = _ANSWER_HEADS.get(key)
+        if parts is None:
+            if len(_ANSWER_HEADS) >= _ANSWER_HEADS_MAX:
+                _ANSWER_HEADS.clear()
+            parts = _ANSWER_HEADS[key] = _answer_head(response, len(data), keep_alive, http10)
+        answer = parts[0] + _DATE.get() + parts[1]
+        return answer if head.method == "HEAD" else answer + data
+
+
+def _environ(connection_environ: dict[str, Any], head: RequestHead, stream: _Stream,
+             expect_continue: bool) -> tuple[dict[str, Any], bool, _Body]:
+    env = connection_environ.copy()
+    env["REQUEST_METHOD"] = head.method
+    env["PATH_INFO"] = decode_path(head.path)
+    env["QUERY_STRING"] = head.query
+    env["RAW_URI"] = head.target
+    env["SERVER_PROTOCOL"] = head.version
+    env.update(head.fields)
+    body = _Body(stream, head.content_length, head.chunked, expect_continue)
+    env["wsgi.input"] = body
+    connection = head.fields.get("HTTP_CONNECTION", "").lower()
+    keep_alive = "keep-alive" in connection if head.minor == 0 else "close" not in connection
+    return env, keep_alive, body
+
+
+#: answer heads by (status, headers, HTTP/1.0, keep-alive, body length), as _answer_head built them
+_ANSWER_HEADS: dict[tuple[str, tuple[tuple[str, str], ...], bool, bool, int], tuple[bytes, bytes]] = {}
+_ANSWER_HEADS_MAX = 512
+
+
+def _answer_head(response: _Response, length: int, keep_alive: bool, http10: bool) -> tuple[bytes, bytes]:
+    """An answer's head, split around the Date value. The status line names the request's version as Go's does
+    (`HTTP/1.0` to a 1.0 client, which is told `Connection: keep-alive` when it may keep the connection, and
+    nothing when it may not)."""
+    out = bytearray(b"HTTP/1.0 " if http10 else b"HTTP/1.1 ")
+    out += response.status.encode("latin-1")
+    out += b"\r\n"
+    has_length = False
+    for name, value in response.headers:
+        lower = name.lower()
+        if lower == "connection":
+            continue
+        has_length = has_length or lower == "content-length"
+        out += f"{name.title()}: {value}\r\n".encode("latin-1")
+    if not has_length and not response.status.startswith(_NO_BODY_STATUSES):
+        out += b"Content-Length: %d\r\n" % length
+    out += b"Date: "
+    tail = b"\r\n"
+    if http10:
+        if keep_alive:
+            tail += b"Connection: keep-alive\r\n"
+    elif not keep_alive:
+        tail += b"Connection: close\r\n"
+    return bytes(out), tail + b"\r\n"
 
 
 def _linger(sock: socket.socket) -> None:
