@@ -10,6 +10,7 @@ import heapq
 import itertools
 import random
 import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 import gevent
@@ -36,13 +37,14 @@ class Channel:
         "_deferred_heap",
         "_dispatching",
         "_in_flight",
-        "_in_flight_heap",
+        "_in_flight_order",
         "_max_msg_timeout",
         "_mem_size",
         "_nsqd",
         "_queue",
         "_rr",
         "_seq",
+        "_touched_heap",
         "e2e_latency",
         "ephemeral",
         "exiting",
@@ -66,7 +68,11 @@ class Channel:
         self._clients: list[Consumer] = []
         self._rr = 0
         self._in_flight: dict[bytes, Message] = {}
-        self._in_flight_heap: list[tuple[float, int, Message]] = []
+        #: deliveries in order, one queue per client msg_timeout: each is in deadline order, so timeouts are
+        #: found at the front without a heap (a FINed message stays until trimmed off the front)
+        self._in_flight_order: dict[float, deque[Message]] = {}
+        #: TOUCHed messages whose first deadline passed, by their new deadline
+        self._touched_heap: list[tuple[float, int, Message]] = []
         self._deferred: dict[bytes, Message] = {}
         self._deferred_heap: list[tuple[float, int, Message]] = []
         self._seq = itertools.count()
@@ -229,12 +235,16 @@ class Channel:
             self._release_token(msg)  # a duplicate (redelivery after a crash): the live copy stands for it
             return
         now = time.monotonic()
+        timeout = client.msg_timeout
         msg.attempts += 1
         msg.client = client
         msg.deliver_ts = now
-        msg.deadline = deadline = now + client.msg_timeout
+        msg.deadline = now + timeout
         self._in_flight[msg.id] = msg
-        heapq.heappush(self._in_flight_heap, (deadline, next(self._seq), msg))
+        order = self._in_flight_order.get(timeout)
+        if order is None:
+            order = self._in_flight_order[timeout] = deque()
+        order.append(msg)
         client.in_flight_count += 1
         client.message_count += 1
         client.send_message(msg)
@@ -253,6 +263,13 @@ class Channel:
         msg = self._owned_in_flight(client, msg_id)
         del self._in_flight[msg_id]
         client.in_flight_count -= 1
+        msg.client = None
+        order = self._in_flight_order.get(client.msg_timeout)
+        if order is not None:
+            while order and order[0].client is None:  # FINs mostly come in delivery order
+                order.popleft()
+            if len(order) > 2 * len(self._in_flight) + 64:  # out-of-order FINs piled up behind a slow one
+                self._in_flight_order[client.msg_timeout] = deque(m for m in order if m.client is not None)
         return msg
 
     def finish(self, client: Consumer, msg_id: bytes, dispatch: bool = True) -> Message:
@@ -263,7 +280,6 @@ class Channel:
         if self.e2e_latency is not None:
             self.e2e_latency.insert(msg.timestamp)
         self._release_token(msg)
-        msg.client = None
         if dispatch:
             self.dispatch()
         return msg
@@ -273,7 +289,6 @@ class Channel:
         msg = self._pop_in_flight(client, msg_id)
         client.requeue_count += 1
         self.requeue_count += 1
-        msg.client = None
         if self.exiting:
             raise ExitingError()
         if delay > 0:
@@ -285,9 +300,7 @@ class Channel:
     def touch(self, client: Consumer, msg_id: bytes) -> None:
         """TOUCH: a new deadline of the client's msg_timeout, capped at delivery + --max-msg-timeout."""
         msg = self._owned_in_flight(client, msg_id)
-        deadline = min(time.monotonic() + client.msg_timeout, msg.deliver_ts + self._max_msg_timeout)
-        msg.deadline = deadline
-        heapq.heappush(self._in_flight_heap, (deadline, next(self._seq), msg))
+        msg.deadline = min(time.monotonic() + client.msg_timeout, msg.deliver_ts + self._max_msg_timeout)
 
     def _start_deferred(self, msg: Message, delay: float) -> None:
         self._deferred[msg.id] = msg
@@ -297,31 +310,39 @@ class Channel:
 
     def process_in_flight(self, now: float) -> bool:
         """Requeue messages whose deadline passed; True when there was work."""
-        heap = self._in_flight_heap
         worked = False
+        for timeout, order in self._in_flight_order.items():
+            while order and order[0].deliver_ts + timeout <= now:
+                msg = order.popleft()
+                if msg.client is None or self._in_flight.get(msg.id) is not msg:
+                    continue  # finished or requeued since
+                if msg.deadline > now:  # TOUCHed: wait for the new deadline
+                    heapq.heappush(self._touched_heap, (msg.deadline, next(self._seq), msg))
+                    continue
+                self._time_out(msg)
+                worked = True
+        heap = self._touched_heap
         while heap and heap[0][0] <= now:
             deadline, _, msg = heapq.heappop(heap)
-            if self._in_flight.get(msg.id) is not msg or msg.deadline != deadline:
-                continue  # finished, requeued or touched since: a stale heap entry
-            del self._in_flight[msg.id]
+            if msg.client is None or self._in_flight.get(msg.id) is not msg:
+                continue
+            if msg.deadline > deadline:  # TOUCHed again
+                heapq.heappush(heap, (msg.deadline, next(self._seq), msg))
+                continue
+            self._time_out(msg)
             worked = True
-            self.timeout_count += 1
-            owner = msg.client
-            msg.client = None
-            if isinstance(owner, Consumer):
-                owner.in_flight_count -= 1
-            self._enqueue(msg)
-        if len(heap) > 2 * len(self._in_flight) + 64:
-            self._compact_in_flight_heap()
         if worked:
             self.dispatch()
         return worked
 
-    def _compact_in_flight_heap(self) -> None:
-        live = [entry for entry in self._in_flight_heap
-                if self._in_flight.get(entry[2].id) is entry[2] and entry[2].deadline == entry[0]]
-        heapq.heapify(live)
-        self._in_flight_heap = live
+    def _time_out(self, msg: Message) -> None:
+        del self._in_flight[msg.id]
+        self.timeout_count += 1
+        owner = msg.client
+        msg.client = None
+        if isinstance(owner, Consumer):
+            owner.in_flight_count -= 1
+        self._enqueue(msg)
 
     def process_deferred(self, now: float) -> bool:
         """Move due deferred messages into the queue; True when there was work."""
@@ -357,7 +378,8 @@ class Channel:
         for client in self._clients:
             client.in_flight_count = 0
         self._in_flight.clear()
-        self._in_flight_heap.clear()
+        self._in_flight_order.clear()
+        self._touched_heap.clear()
         self._deferred.clear()
         self._deferred_heap.clear()
         self._queue.backend.empty()
@@ -377,6 +399,8 @@ class Channel:
         if delete:
             self._queue.clear_memory()
             self._in_flight.clear()
+            self._in_flight_order.clear()  # compiled Messages are not GC-tracked: no cycle may outlive the channel
+            self._touched_heap.clear()
             self._deferred.clear()
             self._queue.backend.delete()
             return
@@ -393,7 +417,8 @@ class Channel:
             )
         pending = [*memory, *self._in_flight.values(), *self._deferred.values()]
         self._in_flight.clear()
-        self._in_flight_heap.clear()
+        self._in_flight_order.clear()
+        self._touched_heap.clear()
         self._deferred.clear()
         self._deferred_heap.clear()
         for msg in pending:

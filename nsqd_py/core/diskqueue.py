@@ -25,14 +25,12 @@ import os
 import random
 import re
 import struct
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import gevent
 from gevent.event import Event
-from mypy_extensions import mypyc_attr
 
 from nsqd_py.log import Logger
 
@@ -141,14 +139,6 @@ def _persist(fsync_fds: list[int], dir_path: str | None, meta_path: str, meta: b
     return errors
 
 
-def _timer_sync(ref: weakref.ref[DiskQueue]) -> None:
-    """The sync-timeout timer; it holds the queue weakly so a dropped queue is not kept alive by it."""
-    queue = ref()
-    if queue is not None:
-        queue._on_timer()
-
-
-@mypyc_attr(native_class=False)  # its sync timer holds it by weakref, which native classes lack
 class DiskQueue:
     """A go-diskqueue compatible disk queue whose read position only passes records once they are acked."""
 
@@ -537,7 +527,7 @@ class DiskQueue:
 
     def _arm_timer(self) -> None:
         if not self._closed:
-            self._timer = gevent.spawn_later(self._sync_timeout, _timer_sync, weakref.ref(self))
+            self._timer = gevent.spawn_later(self._sync_timeout, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
