@@ -152,6 +152,36 @@ def test_timeout_requeues_and_touch_extends_up_to_max(nsqd: NSQD) -> None:
     assert consumer.received[-1].attempts == 2
 
 
+def test_touched_message_does_not_hold_back_later_timeouts(nsqd: NSQD) -> None:
+    nsqd.opts.max_msg_timeout = 10 * 10**9
+    channel = nsqd.get_topic("t").get_channel("c")
+    consumer = RecordingConsumer(rdy=2, msg_timeout=1.0)
+    channel.add_client(consumer)
+    publish(nsqd, "t", b"first", b"second")
+    first, second = consumer.received
+    gevent.sleep(0.05)
+    channel.touch(consumer, first.id)  # first's deadline now lies after second's
+    consumer.ready_count = 0  # timed-out messages stay queued
+    assert channel.process_in_flight(second.deadline + 0.001)
+    assert channel.in_flight_count() == 1 and channel.timeout_count == 1 and channel.depth() == 1
+    assert not channel.process_in_flight(first.deadline - 0.001)
+    assert channel.process_in_flight(first.deadline + 0.001)
+    assert channel.timeout_count == 2 and channel.in_flight_count() == 0 and channel.depth() == 2
+
+
+def test_out_of_order_fins_keep_timeouts_exact(nsqd: NSQD) -> None:
+    channel = nsqd.get_topic("t").get_channel("c")
+    consumer = RecordingConsumer(rdy=500, msg_timeout=1.0)
+    channel.add_client(consumer)
+    publish(nsqd, "t", *[b"%d" % i for i in range(400)])
+    slow, *rest = consumer.received
+    for msg in rest:  # everything but the oldest is FINed
+        channel.finish(consumer, msg.id)
+    assert channel.in_flight_count() == 1
+    assert channel.process_in_flight(slow.deadline + 0.001)
+    assert channel.timeout_count == 1 and consumer.received[-1].body == b"0"
+
+
 def test_disconnect_keeps_in_flight_until_timeout(nsqd: NSQD) -> None:
     channel = nsqd.get_topic("t").get_channel("c")
     gone = RecordingConsumer(rdy=1, msg_timeout=1.0)
