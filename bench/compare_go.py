@@ -19,14 +19,18 @@ import re
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchlib import percentiles, read_frame
 
 HERE = Path(__file__).resolve().parent
 OURS = Path(sys.executable).parent / "nsqd"
@@ -158,6 +162,55 @@ def consume(binary: Path, load: Load, memq: int) -> Result:
         server.stop()
 
 
+def _v2_connection(port: int) -> tuple[socket.socket, bytearray]:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(b"  V2")
+    return sock, bytearray()
+
+
+def publish_to_deliver_latency(binary: Path, load: Load, rate: int = 5000) -> Result:
+    """p99 from publish (nsqd's own timestamp in the frame) to receipt by a subscriber with RDY 1, while one
+    producer PUBs ``rate`` messages/s; the row's value is the p99 in microseconds, p50 and max beside it."""
+    server = Server(binary)
+    try:
+        sub, sub_buf = _v2_connection(server.tcp)
+        sub.sendall(b"SUB latency ch\nRDY 1\n")
+        if read_frame(sub, sub_buf)[1] != b"OK":
+            raise RuntimeError("SUB failed")
+        pub, pub_buf = _v2_connection(server.tcp)
+        body = struct.pack(">i", len(_BODY)) + _BODY
+        count = int(rate * load.runfor)
+        stop = threading.Event()
+
+        def produce() -> None:
+            start = time.monotonic()
+            for i in range(count):
+                delay = start + i / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                pub.sendall(b"PUB latency\n" + body)
+                read_frame(pub, pub_buf)
+            stop.set()
+
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        latencies: list[float] = []
+        while len(latencies) < count:
+            frame_type, data = read_frame(sub, sub_buf)
+            if frame_type != 2:
+                continue
+            latencies.append((time.time_ns() - struct.unpack_from(">q", data)[0]) / 1000)
+            sub.sendall(b"FIN " + data[10:26] + b"\n")
+        producer.join()
+        pub.close()
+        sub.close()
+        pct = percentiles(latencies[count // 10:])  # the first tenth warms up
+        return Result(pct["p99"], 0.0, f"(us: p50 {pct['p50']:.0f}, max {pct['max']:.0f})")
+    finally:
+        server.stop()
+
+
 def rss_with_backlog(binary: Path, load: Load, count: int = 1_000_000) -> Result:
     """RSS (reported as the row's value, MiB) once ``count`` 200-byte messages sit in one channel."""
     server = Server(binary, "--mem-queue-size=1000000")
@@ -200,6 +253,7 @@ def http_pub(binary: Path, load: Load) -> Result | None:
 class Row:
     name: str
     run: Callable[[Path, Load], Result | None]
+    unit: str = "/s"
     ours: list[Result] = field(default_factory=list)
     go: list[Result] = field(default_factory=list)
 
@@ -220,9 +274,10 @@ def main() -> None:
         Row("publish, memq 0", lambda b, ld: publish(b, ld, 0)),
         Row("consume, memq 0", lambda b, ld: consume(b, ld, 0)),
         Row("HTTP POST /pub (wrk -c32)", http_pub),
+        Row("pub->deliver p99 at 5k msg/s", publish_to_deliver_latency, unit="us"),
     ]
     if not args.skip_rss:
-        rows.append(Row("RSS MiB, 1M x 200 B queued", rss_with_backlog))
+        rows.append(Row("RSS, 1M x 200 B queued", rss_with_backlog, unit="MiB"))
     rows = [row for row in rows if args.only.lower() in row.name.lower()]
     servers = [("ours", args.nsqd)] + ([("go", args.go_dir / "nsqd")] if args.go_dir else [])
     for round_no in range(args.rounds):
@@ -231,7 +286,7 @@ def main() -> None:
                 result = row.run(binary, load)
                 if result is not None:
                     (row.ours if who == "ours" else row.go).append(result)
-                    print(f"round {round_no + 1} {who:4s} {row.name:32s} {result.rate:12.0f}/s  "
+                    print(f"round {round_no + 1} {who:4s} {row.name:32s} {result.rate:12.0f}{row.unit:3s}  "
                           f"{result.cpu_us:7.2f} us/op {result.extra}", flush=True)
     print(f"\nload average {os.getloadavg()[0]:.2f} (2 cores), {args.rounds} alternating rounds, "
           f"load from {'Go' if args.go_dir else 'Python'} bench tools, {time.strftime('%Y-%m-%d')}")
