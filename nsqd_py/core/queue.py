@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from typing import Any
 
 from ..log import Logger
 from .diskqueue import DiskQueue, DummyBackend
 from .message import MIN_VALID_MSG_LENGTH, Message
 
-#: (id, body, timestamp, attempts, deferred, token)
-Parked = tuple[bytes, bytes, int, int, float, object]
+#: (id, body, timestamp, attempts, deferred, token). Timestamp and delay are typed Any on purpose: compiled,
+#: an int or float slot is re-boxed into a new object for every tuple, while Any keeps the one object an MPUB's
+#: messages share (56 bytes of RSS per queued message)
+Parked = tuple[bytes, bytes, Any, int, Any, object]
 _HEADER = struct.Struct(">qH")
 
 

@@ -8,7 +8,7 @@ topic's memory queue or disk queue; a pump greenlet drains that backlog when cha
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent
 
@@ -106,8 +106,9 @@ class Topic:
         """
         if self.exiting:
             raise ExitingError()
-        timestamp = time.time_ns()
-        parked: list[Parked] = [(msg_id, body, timestamp, 0, deferred, None)
+        timestamp: Any = time.time_ns()  # boxed once for all the messages (see Parked)
+        delay: Any = deferred
+        parked: list[Parked] = [(msg_id, body, timestamp, 0, delay, None)
                   for msg_id, body in zip(self._guid.new_ids(len(bodies)), bodies, strict=True)]
         if self._channel_list and not self.paused and self._pump is None and not self._queue:
             for channel in self._channel_list:
