@@ -19,8 +19,8 @@ from .consumer import Consumer
 from .diskqueue import BackendError
 from .e2e import E2ELatency
 from .errors import ExitingError, MessageError
-from .message import Message
-from .queue import MessageQueue, Parked, park, unpark
+from .message import PARKED_DELAY, Message, Parked
+from .queue import MessageQueue, park, unpark
 
 if TYPE_CHECKING:
     from .nsqd import NSQD
@@ -138,7 +138,7 @@ class Channel:
         self.message_count += 1
         mem_size = self._mem_size
         if mem_size:
-            delay = parked[4]
+            delay = parked[PARKED_DELAY]
             if delay:
                 self._start_deferred(unpark(parked), delay)
                 return
@@ -155,7 +155,7 @@ class Channel:
         """One publish's messages (all with the same delay). While no consumer could take one now - a
         backlog, or nobody ready - they are queued in one step, which is where put_parked would send each
         of them; otherwise each goes through put_parked."""
-        if self._mem_size and not batch[0][4] and (
+        if self._mem_size and not batch[0][PARKED_DELAY] and (
                 self.paused or self._dispatching or self._queue or not any(c.is_ready() for c in self._clients)):
             self.message_count += len(batch)
             try:

@@ -7,19 +7,21 @@ collection (Message objects made every gen-2 pass walk the whole backlog: 300 ms
 
 from __future__ import annotations
 
-import struct
 from collections import deque
-from typing import Any
 
 from ..log import Logger
 from .diskqueue import DiskQueue, DummyBackend
-from .message import MIN_VALID_MSG_LENGTH, Message
-
-#: (id, body, timestamp, attempts, deferred, token). Timestamp and delay are typed Any on purpose: compiled,
-#: an int or float slot is re-boxed into a new object for every tuple, while Any keeps the one object an MPUB's
-#: messages share (56 bytes of RSS per queued message)
-Parked = tuple[bytes, bytes, Any, int, Any, object]
-_HEADER = struct.Struct(">qH")
+from .message import (
+    PARKED_ATTEMPTS,
+    PARKED_BODY,
+    PARKED_DELAY,
+    PARKED_ID,
+    PARKED_TIMESTAMP,
+    PARKED_TOKEN,
+    Message,
+    Parked,
+    decode_record,
+)
 
 
 def park(msg: Message) -> Parked:
@@ -27,9 +29,9 @@ def park(msg: Message) -> Parked:
 
 
 def unpark(parked: Parked) -> Message:
-    msg = Message(parked[0], parked[1], parked[2], parked[3])
-    msg.deferred = parked[4]
-    msg.token = parked[5]
+    msg = Message(parked[PARKED_ID], parked[PARKED_BODY], parked[PARKED_TIMESTAMP], parked[PARKED_ATTEMPTS])
+    msg.deferred = parked[PARKED_DELAY]
+    msg.token = parked[PARKED_TOKEN]
     return msg
 
 
@@ -111,12 +113,11 @@ class MessageQueue:
                 if record is None:
                     break
                 data, token = record
-                if len(data) < MIN_VALID_MSG_LENGTH:
-                    self._logger.error(f"{self._log_name}: failed to decode message - invalid size {len(data)}")
+                try:
+                    return decode_record(data), token
+                except ValueError as err:
+                    self._logger.error(f"{self._log_name}: failed to decode message - {err}")
                     backend.ack(token)
-                    continue
-                timestamp, attempts = _HEADER.unpack_from(data)
-                return (data[10:26], data[26:], timestamp, attempts, 0.0, None), token
         if self._memory:
             return self._memory.popleft(), None
         return None

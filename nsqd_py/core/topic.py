@@ -16,7 +16,8 @@ from .channel import Channel
 from .diskqueue import BackendError
 from .errors import ExitingError
 from .guid import GuidFactory
-from .queue import MessageQueue, Parked
+from .message import Parked
+from .queue import MessageQueue
 
 if TYPE_CHECKING:
     from .nsqd import NSQD

@@ -13,9 +13,10 @@ import pytest
 from nsqd_py.core.consumer import STATE_SUBSCRIBED, Consumer
 from nsqd_py.core.errors import MessageError
 from nsqd_py.core.guid import GuidFactory
-from nsqd_py.core.message import Message
+from nsqd_py.core.message import Message, decode_record
 from nsqd_py.core.names import is_valid_name
 from nsqd_py.core.nsqd import NSQD
+from nsqd_py.core.queue import unpark
 from nsqd_py.log import Logger
 from nsqd_py.options import Options
 
@@ -73,13 +74,13 @@ def test_message_encoding_round_trip() -> None:
     msg = Message(b"0123456789abcdef", b"body", 123456789, attempts=3)
     encoded = msg.encode()
     assert encoded == bytes.fromhex("00000000075bcd15" "0003") + b"0123456789abcdef" + b"body"
-    back = Message.decode(encoded)
+    back = unpark(decode_record(encoded))
     assert (back.id, back.body, back.timestamp, back.attempts) == (msg.id, msg.body, msg.timestamp, 3)
     frame = msg.frame()
     assert frame[:8] == (4 + len(encoded)).to_bytes(4, "big") + (2).to_bytes(4, "big")
     assert frame[8:] == encoded
-    with pytest.raises(ValueError):
-        Message.decode(b"short")
+    with pytest.raises(ValueError, match="invalid size 5"):
+        decode_record(b"short")
 
 
 def test_topic_holds_messages_until_first_channel(nsqd: NSQD) -> None:
