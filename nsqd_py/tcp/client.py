@@ -54,7 +54,6 @@ def frame(frame_type: int, data: bytes) -> bytes:
 class ClientV2(Consumer):
     __slots__ = (
         "_busy",
-        "_closed",
         "_first_pending",
         "_flush_now",
         "_out",
@@ -74,6 +73,7 @@ class ClientV2(Consumer):
         "authed",
         "channel",
         "client_id",
+        "closed",
         "connect_ts",
         "deflate",
         "deflate_level",
@@ -145,7 +145,8 @@ class ClientV2(Consumer):
         self._flush_now = False
         self._wake = Event()
         self._write_lock = Semaphore()
-        self._closed = False
+        #: the connection is closing or closed (server side or by the peer)
+        self.closed = False
         self._writer: gevent.Greenlet | None = None
 
     def __str__(self) -> str:
@@ -267,7 +268,7 @@ class ClientV2(Consumer):
         interval = self.heartbeat_interval
         next_heartbeat = time.monotonic() + interval
         try:
-            while not self._closed:
+            while not self.closed:
                 now = time.monotonic()
                 if interval != self.heartbeat_interval:  # IDENTIFY changed it: restart the ticker
                     interval = self.heartbeat_interval
@@ -289,7 +290,7 @@ class ClientV2(Consumer):
                 self._wake.clear()
                 self._wake.wait(wait)
         except ConnectionLost as err:
-            if not self._closed:
+            if not self.closed:
                 self.nsqd.logger.error(f"PROTOCOL(V2): [{self}] messagePump error - {err}")
                 self.close()
         except gevent.GreenletExit:
@@ -399,9 +400,9 @@ class ClientV2(Consumer):
 
     def close(self) -> None:
         """Drop the connection (server side): the reader greenlet sees EOF and cleans up."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         self._wake.set()
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
@@ -409,7 +410,7 @@ class ClientV2(Consumer):
 
     def finish_connection(self) -> None:
         """The connection's greenlet is ending: leave the channel, stop the writer."""
-        self._closed = True
+        self.closed = True
         if self.channel is not None:
             self.channel.remove_client(self)
         if self._writer is not None:

@@ -105,7 +105,7 @@ class ProtocolV2:
         except ConnectionLost as lost:
             err = f"failed to send response - {lost}"
         finally:
-            if err and not client._closed:
+            if err and not client.closed:
                 self.log.error(f"client({client}) - {err}")
             self.log.info(f"PROTOCOL(V2): [{client}] exiting ioloop")
             client.finish_connection()
