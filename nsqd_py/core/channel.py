@@ -161,8 +161,7 @@ class Channel:
             try:
                 to_disk = self._queue.push_parked_batch(batch)
             except BackendError as err:
-                self._nsqd.set_health(err)
-                self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
+                self._write_failed(err)
                 return
             if to_disk:
                 self._nsqd.set_health(None)
@@ -177,11 +176,15 @@ class Channel:
         try:
             to_disk = self._queue.push_parked(parked)
         except BackendError as err:
-            self._nsqd.set_health(err)
-            self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
+            self._write_failed(err)
             return
         if to_disk:
             self._nsqd.set_health(None)
+
+    def _write_failed(self, err: BackendError) -> None:
+        """A disk write failed: nsqd is unhealthy until one succeeds (the message is lost, as in nsqd)."""
+        self._nsqd.set_health(err)
+        self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
 
     def _release_token(self, msg: Message) -> None:
         """The record this copy was read from is no longer needed (FINed, or written anew)."""
