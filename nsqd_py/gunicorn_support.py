@@ -103,7 +103,7 @@ class NSQDApplication:
         except StartupError as err:
             logger.fatal(f"failed to instantiate nsqd - {err}")
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
-        self._app = create_app(program.nsqd)
+        self._app = create_app(program.ctx)
         program.start()
         self._program = program
 

@@ -16,6 +16,7 @@ import orjson
 import requests
 
 from ..log import Logger
+from ..options import Options
 
 _PERMISSIONS = {"subscribe", "publish"}
 
@@ -61,6 +62,14 @@ class AuthServers:
     connect_timeout: float
     request_timeout: float
     logger: Logger
+
+    @classmethod
+    def from_options(cls, opts: Options, logger: Logger) -> AuthServers | None:
+        """The servers of --auth-http-address, None when there are none (no AUTH needed)."""
+        if not opts.auth_http_addresses:
+            return None
+        return cls(list(opts.auth_http_addresses), opts.auth_http_request_method,
+                   opts.http_client_connect_timeout / 1e9, opts.http_client_request_timeout / 1e9, logger)
 
     def query(self, remote_ip: str, tls: bool, common_name: str, secret: bytes) -> AuthState:
         """Ask the servers in turn from a random start; the first usable answer wins."""

@@ -8,7 +8,7 @@ import struct
 
 from gevent.server import StreamServer
 
-from ..core.nsqd import NSQD
+from ..context import ServerContext
 from ..listen import display_address, remove_socket_file, unix_path
 from .client import ClientV2
 from .protocol import ProtocolV2
@@ -30,8 +30,11 @@ def peer_address(sock: socket.socket, address: object) -> str:
 class TCPServer:
     """Accepts protocol V2 clients for one NSQD."""
 
-    def __init__(self, nsqd: NSQD, listener: socket.socket) -> None:
-        self.nsqd = nsqd
+    def __init__(self, ctx: ServerContext, listener: socket.socket) -> None:
+        self.nsqd = nsqd = ctx.nsqd
+        # Bridge until tcp/protocol.py reads TLS and auth from the context it is given (issue 15 follow-up).
+        nsqd.tls_context = ctx.tls_context
+        nsqd.auth_servers = ctx.auth_servers
         self.listener = listener
         self.address = display_address(listener)
         self._unix_path = unix_path(listener)
