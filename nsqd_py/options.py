@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsqd_py.durations import HOUR, MILLISECOND, MINUTE, SECOND, format_duration, parse_duration
-from nsqd_py.goflags import FlagSet, format_float, go_quote, parse_bool, parse_float, parse_int
+from nsqd_py.gocompat import go_quote
+from nsqd_py.goflags import FlagSet, format_float, parse_bool, parse_float, parse_int
 from nsqd_py.log import INFO, LEVEL_NAMES, Logger, parse_level
 from nsqd_py.version import version_line
 

@@ -15,6 +15,7 @@ import gevent
 import orjson
 import requests
 
+from ..gocompat import NSQ_ACCEPT
 from ..log import Logger
 from ..options import Options
 
@@ -88,7 +89,7 @@ class AuthServers:
         endpoint = address if "://" in address else f"http://{address}/auth"
         params: dict[str, str | bytes] = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
                                           "tls": "true" if tls else "false"}
-        headers = {"Accept": "application/vnd.nsq; version=1.0"}
+        headers = {"Accept": NSQ_ACCEPT}
         timeout = (self.connect_timeout, self.request_timeout)
         # like Go's http.Client.Timeout the limit covers the whole exchange, not each read
         deadline = gevent.Timeout(self.request_timeout, AuthError(f"request timed out after {self.request_timeout}s"))

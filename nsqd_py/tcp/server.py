@@ -9,6 +9,7 @@ import struct
 from gevent.server import StreamServer
 
 from ..context import ServerContext
+from ..gocompat import join_host_port
 from ..listen import display_address, remove_socket_file, unix_path
 from .client import ClientV2
 from .protocol import ProtocolV2
@@ -24,7 +25,7 @@ def peer_address(sock: socket.socket, address: object) -> str:
     host, port = address[:2]  # type: ignore[index]
     if host.startswith("::ffff:"):
         host = host[7:]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return join_host_port(host, port)
 
 
 class TCPServer:
