@@ -14,7 +14,7 @@ import orjson
 
 from ..context import ServerContext
 from ..log import LEVELS_BY_NAME
-from .pub import read_body
+from .body import read_body
 from .responses import APIError
 
 #: lg.ParseLogLevel: these names in any case, nothing else (no "warning", no surrounding space).
