@@ -31,9 +31,10 @@ import gevent
 from gunicorn.arbiter import Arbiter
 from gunicorn.workers.ggevent import GeventWorker
 
+from .apps.nsqd_options import options_or_exit
 from .listen import is_unix_address, port_of
 from .log import Logger
-from .options import Options, options_or_exit
+from .options import Options
 
 if TYPE_CHECKING:
     from gunicorn.workers.base import Worker
