@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import socket
@@ -9,7 +10,9 @@ import struct
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -96,12 +99,62 @@ class NsqdProcess(ServerProcess):
     def stats(self, **params: str) -> dict:
         return requests.get(f"{self.http_url}/stats", params={"format": "json", **params}, timeout=5).json()
 
+    def request(self, method: str, target: str, body: bytes | None = None,
+                headers: list[tuple[str, str]] | None = None) -> Reply:
+        """One HTTP request to this nsqd (see `request`); InProcessNsqd answers the same call in-process."""
+        return request(self.http_port, method, target, body, headers)  # type: ignore[arg-type]
+
+    def connect(self, magic: bytes = b"  V2", timeout: float = 5) -> RawConn:
+        """A raw protocol V2 connection to this nsqd; InProcessNsqd answers the same call over a socket pair."""
+        return RawConn(self.tcp_port, magic=magic, timeout=timeout)
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    closed: bool = False  # the server closed the connection after this reply
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers:
+            if key.lower() == name.lower():
+                return value
+        return None
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def request(port: int, method: str, target: str, body: bytes | None = None,
+            headers: list[tuple[str, str]] | None = None, timeout: float = 10) -> Reply:
+    """One request on a fresh connection, with exactly the headers given (plus Host when not given)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    headers = headers if headers is not None else []
+    conn.putrequest(method, target, skip_host=any(k.lower() == "host" for k, _ in headers),
+                    skip_accept_encoding=True)
+    for key, value in headers:
+        conn.putheader(key, value)
+    if body is not None and not any(k.lower() in ("content-length", "transfer-encoding") for k, _ in headers):
+        conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body)
+    resp = conn.getresponse()
+    data = resp.read()
+    reply = Reply(resp.status, resp.getheaders(), data, closed=resp.will_close)
+    conn.close()
+    return reply
+
 
 class RawConn:
     """A protocol V2 client over a plain socket, for exact byte-level checks."""
 
-    def __init__(self, port: int, magic: bytes = b"  V2", timeout: float = 5) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int | socket.socket, magic: bytes = b"  V2", timeout: float = 5) -> None:
+        """``port`` of nsqd on loopback, or a connected socket (an in-process nsqd's socket pair)."""
+        if isinstance(port, int):
+            self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        else:
+            self.sock = port
+            self.sock.settimeout(timeout)
         if magic:
             self.sock.sendall(magic)
         self.buf = b""

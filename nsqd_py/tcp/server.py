@@ -40,7 +40,7 @@ class TCPServer:
         self.address = display_address(listener)
         self._unix_path = unix_path(listener)
         self.connections: dict[int, ClientV2] = {}
-        self._server = StreamServer(listener, self._handle)
+        self._server = StreamServer(listener, self.handle)
 
     def start(self) -> None:
         self.nsqd.logger.info(f"TCP: listening on {self.address}")
@@ -55,7 +55,8 @@ class TCPServer:
         for client in list(self.connections.values()):
             client.close()
 
-    def _handle(self, sock: socket.socket, address: object) -> None:
+    def handle(self, sock: socket.socket, address: object) -> None:
+        """Serve one accepted connection until it ends (the StreamServer calls it; in-process tests too)."""
         log = self.nsqd.logger
         remote = peer_address(sock, address)
         if sock.family != socket.AF_UNIX:

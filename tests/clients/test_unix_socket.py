@@ -85,6 +85,7 @@ def test_graceful_stop_removes_the_socket_file(unix_nsqd: UnixNsqd) -> None:
     assert not os.path.exists(unix_nsqd.sock_path), "the unix socket file was left behind after a graceful stop"
 
 
+@pytest.mark.process
 def test_existing_file_at_the_path_is_not_clobbered(tmp_path: Path) -> None:
     """Go's net.Listen("unix") never unlinks: an existing file at the path is a fatal bind error (exit 1), and
     the file is left alone."""

@@ -150,6 +150,7 @@ def test_inactive_and_tombstoned_producers(lookupd_factory) -> None:
         conn.close()
 
 
+@pytest.mark.process
 def test_command_line(tmp_path) -> None:
     out = subprocess.run([str(NSQLOOKUPD_BIN), "--version"], capture_output=True, text=True, timeout=20)
     assert out.returncode == 0 and out.stdout.startswith("nsqlookupd v1.3.0")

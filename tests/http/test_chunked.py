@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange, request
-from tests.support import NsqdProcess, RawConn, drain, mpub_body, wait_for
+from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange
+from tests.support import NsqdProcess, RawConn, drain, mpub_body, request, wait_for
 
 
 def _chunked(target: str, body: bytes, method: str = "POST") -> bytes:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from nsqd_py.options import CONFIG_KEYS
-from tests.http.http_support import NsqdFactory, Reply, request
-from tests.support import NsqdProcess
+from tests.http.http_support import NsqdFactory
+from tests.support import NsqdProcess, Reply, request
 
 JSON = "application/json; charset=utf-8"
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.http_support import Golden, Reply, load_goldens, normalize_stats_text, request, shape_diff
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_for
+from tests.http.http_support import Golden, load_goldens, normalize_stats_text, shape_diff
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, mpub_body, request, wait_for
 
 GOLDENS = load_goldens()
 #: Present in the golden files but deliberately not produced yet, with the reason:

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange, request
-from tests.support import NsqdProcess
+from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange
+from tests.support import NsqdProcess, request
 
 ALLOW = {
     "/ping": "GET, OPTIONS",

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange, request
-from tests.support import NsqdProcess, wait_for
+from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange
+from tests.support import NsqdProcess, request, wait_for
 
 ACCESS_LINE = re.compile(r"^\[nsqd\] \d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} INFO: (\d{3}) (\S+) (\S+) "
                          r"\(127\.0\.0\.1:\d+\) \d+(?:\.\d+)?(?:ns|µs|ms|s)$", re.M)

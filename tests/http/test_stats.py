@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.http.http_support import NsqdFactory, request
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_for
+from tests.http.http_support import NsqdFactory
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, request, wait_for
 
 TOPIC_KEYS = ["topic_name", "channels", "depth", "backend_depth", "message_count", "message_bytes", "paused",
               "e2e_processing_latency"]

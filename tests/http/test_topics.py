@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.http.http_support import NsqdFactory, Reply, request
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, wait_for
+from tests.http.http_support import NsqdFactory
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, request, wait_for
 
 TOPIC_ACTIONS = ("create", "delete", "empty", "pause", "unpause")
 

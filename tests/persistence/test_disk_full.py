@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.http_support import request
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, drain, wait_for
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, drain, request, wait_for
 
 
 @pytest.fixture

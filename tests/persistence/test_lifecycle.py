@@ -117,6 +117,7 @@ def test_second_nsqd_on_same_data_path_exits_1(nsqd_factory, tmp_path: Path) -> 
     assert "(possibly in use by another instance of nsqd)" in result.stderr
 
 
+@pytest.mark.process
 def test_missing_data_path_is_fatal(tmp_path: Path) -> None:
     missing = tmp_path / "nope"
     result = subprocess.run([str(NSQD_BIN), f"--data-path={missing}", "--tcp-address=127.0.0.1:0",
@@ -125,6 +126,7 @@ def test_missing_data_path_is_fatal(tmp_path: Path) -> None:
     assert f"failed to lock data-path: open {missing}: no such file or directory" in result.stderr
 
 
+@pytest.mark.process
 def test_bad_metadata_is_fatal(tmp_path: Path) -> None:
     (tmp_path / "nsqd.dat").write_text("{not json")
     proc = NsqdProcess(tmp_path)

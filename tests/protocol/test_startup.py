@@ -13,6 +13,8 @@ import requests
 
 from tests.support import NSQD_BIN, NsqdProcess, RawConn, free_port, wait_for
 
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
+
 LOG_LINE = re.compile(r"^\[nsqd\] \d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}\.\d{6} (DEBUG|INFO|WARNING|ERROR|FATAL): ")
 
 

@@ -19,6 +19,8 @@ import pytest
 from tests.support import NsqdProcess, free_port, wait_for
 from tests.tools.support import FakeLookupd, Tool, channel_stats, curl_pub, gzip_lines, run_tool
 
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
+
 SHORT_HOST = socket.gethostname().split(".")[0]
 
 

@@ -13,6 +13,8 @@ import requests
 from tests.support import NsqdProcess, drain, free_port, wait_for
 from tests.tools.support import FakeLookupd, Tool, channel_stats, curl_pub, run_tool
 
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
+
 
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"

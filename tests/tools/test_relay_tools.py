@@ -17,6 +17,8 @@ from nsqd_py.testing import LookupdServer, NsqdServer
 from tests.support import NsqdProcess, drain, free_port, wait_for
 from tests.tools.support import Tool, channel_stats, curl_pub, run_tool
 
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
+
 FAST_RETRY = "--consumer-opt=default_requeue_delay,50ms"
 
 
