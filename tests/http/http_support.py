@@ -8,12 +8,10 @@ import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from tests.support import NsqdProcess, Reply
+from tests.support import NsqdProcess, Reply, go_fixture
 
-FIXTURES = Path("/work/shared/fixtures/http")
 #: the `nsqd_factory` fixture
 NsqdFactory = Callable[..., NsqdProcess]
 
@@ -62,10 +60,11 @@ class Golden:
 
 
 def load_goldens() -> list[Golden]:
-    index = json.loads((FIXTURES / "requests.json").read_text())
+    fixtures = go_fixture("http")
+    index = json.loads((fixtures / "requests.json").read_text())
     goldens = []
     for entry in index["requests"]:
-        raw = (FIXTURES / entry["file"]).read_bytes()
+        raw = (fixtures / entry["file"]).read_bytes()
         _request_line, _, response = raw.partition(b"\r\n")
         head, _, body = response.partition(b"\r\n\r\n")
         header_lines = head.decode("latin-1").split("\r\n")[1:]

@@ -9,7 +9,7 @@ import pytest
 
 from tests.http.http_support import NsqdFactory, raw_exchange
 from tests.inprocess import InProcessNsqd, Nsqd
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, mpub_body, wait_for
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, mpub_body, wait_until
 
 JSON = "application/json; charset=utf-8"
 
@@ -245,7 +245,7 @@ def test_consumer_sees_http_and_tcp_publishes_in_order(inproc: InProcessNsqd) ->
     assert producer.frame() == (FRAME_RESPONSE, b"OK")
     _ok(inproc.request("POST", "/mpub?topic=t_mixed", b"3\n4"))
     assert [conn.message().body for _ in range(4)] == [b"1", b"2", b"3", b"4"]
-    wait_for(lambda: _topic_stats(inproc, "t_mixed")["channels"][0]["in_flight_count"] == 4)
+    wait_until(lambda: _topic_stats(inproc, "t_mixed")["channels"][0]["in_flight_count"] == 4)
 
 
 def test_a_failing_disk_write_is_503_exiting_and_unhealthy(nsqd_factory: NsqdFactory) -> None:

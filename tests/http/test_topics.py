@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.http.http_support import NsqdFactory
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, request, wait_for
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, request, wait_until
 
 TOPIC_ACTIONS = ("create", "delete", "empty", "pause", "unpause")
 
@@ -155,7 +155,7 @@ def test_channel_empty_drops_queued_and_in_flight(shared_nsqd: NsqdProcess) -> N
     conn.send("RDY 1")
     assert request(shared_nsqd.http_port, "POST", "/mpub?topic=tc_empty", b"1\n2\n3").status == 200
     conn.message()
-    wait_for(lambda: _topics(shared_nsqd)["tc_empty"]["channels"][0]["in_flight_count"] == 1)
+    wait_until(lambda: _topics(shared_nsqd)["tc_empty"]["channels"][0]["in_flight_count"] == 1)
     _empty_ok(_post(shared_nsqd, "/channel/empty?topic=tc_empty&channel=c"))
     channel = _topics(shared_nsqd)["tc_empty"]["channels"][0]
     assert (channel["depth"], channel["in_flight_count"]) == (0, 0)

@@ -10,7 +10,6 @@ import time
 import gevent
 import pytest
 
-from nsqd_py.durations import SECOND
 from tests.inprocess import InProcessFactory, InProcessNsqd
 from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, mpub_body
 
@@ -86,25 +85,6 @@ def test_pub_mpub_dpub_and_delivery_frames(inproc: InProcessNsqd) -> None:
     assert pub.frame() == (FRAME_RESPONSE, b"OK")
     late = consumer.message()
     assert late.body == b"later" and time.monotonic() - sent >= 0.25
-
-
-def test_req_clamps_timeout_and_redelivers_with_attempts(inproc_factory: InProcessFactory) -> None:
-    proc = inproc_factory(max_req_timeout=SECOND)
-    consumer = proc.connect()
-    consumer.identify()
-    consumer.sub("t_req", "c")
-    consumer.send("RDY 1")
-    pub = proc.connect()
-    pub.send("PUB t_req", b"r")
-    pub.frame()
-    msg = consumer.message()
-    start = time.monotonic()
-    consumer.send(b"REQ " + msg.id + b" 999999")  # clamped to 1 s, not an error
-    again = consumer.message()
-    waited = time.monotonic() - start
-    assert again.id == msg.id and again.attempts == 2
-    assert 0.8 < waited < 5
-    assert "REQ timeout 999999000000 out of range 0-1000000000. Setting to 1000000000" in proc.log()
 
 
 def test_touch_keeps_a_message_past_its_timeout(inproc: InProcessNsqd) -> None:

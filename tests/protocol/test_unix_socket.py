@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.clients.util import UnixConn
+from tests.protocol.raw import unix_conn
 from tests.support import FRAME_RESPONSE, NSQD_BIN, NsqdProcess, mpub_body
 
 
@@ -55,8 +55,8 @@ def unix_nsqd(tmp_path: Path) -> Iterator[UnixNsqd]:
 
 def test_pub_sub_over_unix_socket(unix_nsqd: UnixNsqd) -> None:
     """IDENTIFY, SUB, RDY, PUB, MPUB, FIN all work over AF_UNIX."""
-    sub = UnixConn(unix_nsqd.sock_path)
-    publisher = UnixConn(unix_nsqd.sock_path)
+    sub = unix_conn(unix_nsqd.sock_path)
+    publisher = unix_conn(unix_nsqd.sock_path)
     try:
         reply = sub.identify(heartbeat_interval=1000)
         assert isinstance(reply, dict) and reply["max_rdy_count"] == 2500
