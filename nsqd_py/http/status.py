@@ -11,6 +11,7 @@ import falcon
 from ..context import ServerContext
 from ..core import stats
 from ..core.nsqd import NSQD
+from ..tcp.client_stats import client_stats
 from ..version import NSQ_VERSION
 from .params import bool_param, first, request_query
 from .responses import APIError
@@ -62,7 +63,7 @@ class Stats:
             self.nsqd,
             topic=first(query, "topic") or "",
             channel=first(query, "channel") or "",
-            include_clients=bool_param(query, "include_clients"),
+            describe_client=client_stats if bool_param(query, "include_clients") else None,
             include_mem=bool_param(query, "include_mem"),
         )
         if first(query, "format") == "json":
