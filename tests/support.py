@@ -92,14 +92,18 @@ class NsqdProcess(ServerProcess):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"nsqd exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
-                    pass
-                if self.http_port:
+                self._connect_tcp()
+                if self.http_port:  # /ping answers only once nsqd is fully started (signal handlers installed)
                     requests.get(f"{self.http_url}/ping", timeout=1)
                 return self
             except (OSError, requests.RequestException):
                 time.sleep(0.05)
         raise RuntimeError(f"nsqd did not start:\n{self.log()}")
+
+    def _connect_tcp(self) -> None:
+        """One connection to the TCP listener and closed again: OSError until it is listening."""
+        with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
+            pass
 
     def stats(self, **params: str) -> dict:
         return requests.get(f"{self.http_url}/stats", params={"format": "json", **params}, timeout=5).json()

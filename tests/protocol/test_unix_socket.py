@@ -7,41 +7,25 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
 from tests.protocol.raw import unix_conn
 from tests.support import FRAME_RESPONSE, NSQD_BIN, NsqdProcess, mpub_body
 
 
 class UnixNsqd(NsqdProcess):
-    """nsqd whose TCP listener is a unix socket (the later --tcp-address flag wins); ready once the socket
-    accepts connections and HTTP /ping answers."""
+    """nsqd whose TCP listener is a unix socket (the later --tcp-address flag wins)."""
 
     def __init__(self, data_path: Path, sock_path: str) -> None:
         super().__init__(data_path, f"--tcp-address={sock_path}")
         self.sock_path = sock_path
 
-    def start(self, timeout: float = 20) -> UnixNsqd:
-        self.proc = self._launch(self.args())
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"nsqd exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.connect(self.sock_path)
-                # The listener accepts as soon as it is bound; /ping answers only once nsqd is fully started
-                # (signal handlers installed), so an immediate SIGTERM is then a graceful stop.
-                requests.get(f"{self.http_url}/ping", timeout=1)
-                return self
-            except (OSError, requests.RequestException):
-                time.sleep(0.05)
-        raise RuntimeError(f"nsqd did not listen on {self.sock_path}:\n{self.log()}")
+    def _connect_tcp(self) -> None:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(self.sock_path)
 
 
 @pytest.fixture
