@@ -42,3 +42,10 @@ bench-deps:
 clean:
 	rm -rf $(VENV) build *.egg-info *__mypyc*.so
 	find nsqd_py -name '*.so' -delete
+
+# The fast subset for the edit-test loop (under a minute): lint, then every test that starts no process
+# (in-process nsqd: tests/inprocess.py); `make test` stays the whole suite.
+.PHONY: check
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q -m "not process" --ignore=tests/spark

@@ -502,16 +502,11 @@ def print_report(rep: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def run(a: argparse.Namespace) -> int:
-    """The whole benchmark; returns the exit status."""
-    cmd = shlex.split(a.nsqd_cmd)
-    if not shutil.which(cmd[0]) and not Path(cmd[0]).exists():
-        say(f"error: nsqd command not found: {cmd[0]}")
-        return 2
-    workdir = Path(tempfile.mkdtemp(prefix="nsqd-bench-"))
-    srv = Server(cmd, workdir, a.mem_queue_size, a.nsqd_arg)
-    checks: list[tuple[bool | None, str]] = []  # None = skipped
-    rep: dict[str, Any] = {
+Checks = list[tuple[bool | None, str]]  # None = skipped
+
+
+def new_report(a: argparse.Namespace, srv: Server, checks: Checks) -> dict[str, Any]:
+    return {
         "config": {
             "nsqd_cmd": a.nsqd_cmd,
             "mode": a.mode,
@@ -528,152 +523,139 @@ def run(a: argparse.Namespace) -> int:
         "checks": checks,
         "log_path": str(srv.log_path),
         "phases": {},
+        "loadavg_before": os.getloadavg(),
     }
-    rep["loadavg_before"] = os.getloadavg()
-    sampler: Sampler | None = None
-    try:
-        try:
-            srv.start(a.startup_timeout)
-        except RuntimeError as exc:
-            say(f"error: {exc}")
-            return 2
-        assert srv.proc is not None
-        rep["server_pid"] = srv.proc.pid
-        sampler = Sampler(srv.proc.pid, a.sample_interval)
-        sampler.start()
-        sampler.set_phase("idle")
-        time.sleep(0.5)
-        if not a.no_precreate:
-            err = srv.precreate(a.topic, a.channel)
-            checks.append((not err, f"topic and channel created before the run {err}".rstrip()))
-        addr = srv.tcp_addr
-        tool_timeout = a.runfor + a.consume_timeout + 120
 
-        if a.mode == "pubsub":
-            rep["pub_phase"] = rep["sub_phase"] = "pubsub"
-            expect_file = workdir / "expect"
-            deadline = time.time() + 2.0
-            timer = sampler.phase_at("pubsub", deadline)
-            rcmd = tool_cmd(
-                "bench_reader.py",
-                [
-                    *reader_args(a, addr, a.runfor + a.consume_timeout),
-                    "--expect-file",
-                    str(expect_file),
-                    "--deadline",
-                    f"{deadline:.3f}",
-                ],
-            )
-            wcmd = tool_cmd("bench_writer.py", [*writer_args(a, addr), "--deadline", f"{deadline:.3f}"])
-            say("running: " + shlex.join(rcmd[1:]))
-            rproc = subprocess.Popen(rcmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
-            w = run_tool(wcmd, tool_timeout)
-            tmp = expect_file.with_suffix(".tmp")
-            tmp.write_text(str(w.get("msgs", 0)))
-            tmp.rename(expect_file)
-            if not w.get("msgs"):
-                os.killpg(rproc.pid, signal.SIGTERM)  # nothing to wait for
-            r = finish_tool(rproc, tool_timeout)
-            timer.cancel()
-            sampler.set_phase("after")
-            after_pub = None
-        else:
-            rep["pub_phase"], rep["sub_phase"] = "publish", "consume"
-            deadline = time.time() + 1.0  # phase windows start with the load, not at process spawn
-            timer = sampler.phase_at("publish", deadline)
-            w = run_tool(
-                tool_cmd("bench_writer.py", [*writer_args(a, addr), "--deadline", f"{deadline:.3f}"]), tool_timeout
-            )
-            timer.cancel()
-            sampler.set_phase("settle")
-            after_pub, _ = srv.stats(a.topic)
-            time.sleep(0.5)
-            published = w.get("msgs", 0)
-            if published and srv.alive():
-                deadline = time.time() + 1.0
-                timer = sampler.phase_at("consume", deadline)
-                rargs = [*reader_args(a, addr, a.consume_timeout), "--expect", str(published)]
-                r = run_tool(tool_cmd("bench_reader.py", [*rargs, "--deadline", f"{deadline:.3f}"]), tool_timeout)
-                timer.cancel()
-            else:
-                r = {"fatal": ["skipped: nothing was published" if srv.alive() else "skipped: server died"]}
-            sampler.set_phase("after")
-        rep["writer"], rep["reader"] = w, r
 
-        # --- checks
-        published, consumed = w.get("msgs", 0), r.get("msgs", 0)
-        checks.append((srv.alive(), "server still running after the load phases"))
-        if "fatal" in w:
-            checks.append((False, f"writer failed: {w['fatal']}"))
-        else:
-            checks.append(
-                (
-                    w.get("errors", 0) == 0 and w.get("rc") == 0,
-                    f"every MPUB answered OK ({w.get('mpubs', 0)} MPUBs, {w.get('errors', 0)} errors)"
-                    + "".join(f"\n         {e}" for e in w.get("error_samples", [])[:5]),
-                )
-            )
-        if "fatal" in r:
-            checks.append((False, f"reader failed: {r['fatal']}"))
-        else:
-            note = "" if consumed <= published else f" ({consumed - published} more than published: duplicates?)"
-            checks.append((consumed == published, f"consumed {consumed} of {published} published messages{note}"))
-            checks.append(
-                (
-                    r.get("errors", 0) == 0,
-                    f"reader saw {r.get('errors', 0)} error frames/closures"
-                    + "".join(f"\n         {e}" for e in r.get("error_samples", [])[:5]),
-                )
-            )
-            bad = r.get("bad_size", 0)
-            checks.append((bad == 0, f"message frames of the expected size ({bad} bad)"))
-            checks.append((r.get("redelivered", 0) == 0, f"no redeliveries (attempts > 1: {r.get('redelivered', 0)})"))
-        if after_pub is not None:
-            t, _ = find_channel(after_pub, a.topic, a.channel)
-            mc = t.get("message_count") if t else None
-            checks.append((mc == published, f"/stats topic message_count after publish = {mc} (published {published})"))
-        doc, why = srv.stats(a.topic) if srv.alive() else (None, "server not running")
-        if doc is None:
-            checks.append((None, f"/stats checks skipped: {why}"))
-        else:
-            end = time.monotonic() + 5.0
-            while True:  # FINs may still be in the server's read buffer: give it a moment
-                t, c = find_channel(doc, a.topic, a.channel)
-                if (c and c.get("depth") == 0 and c.get("in_flight_count") == 0) or time.monotonic() > end:
-                    break
-                time.sleep(0.2)
-                doc = srv.stats(a.topic)[0]
-            if c is None:
-                checks.append((False, f"/stats has no channel {a.topic}/{a.channel} after consuming"))
-            else:
-                checks.append(
-                    (
-                        c.get("depth") == 0 and c.get("in_flight_count") == 0 and not c.get("timeout_count"),
-                        f"/stats channel after consume: depth={c.get('depth')}"
-                        f" in_flight={c.get('in_flight_count')} message_count={c.get('message_count')}"
-                        f" requeue={c.get('requeue_count')} timeout={c.get('timeout_count')}",
-                    )
-                )
-            rep["stats_after"] = {"topic": {k: v for k, v in (t or {}).items() if k != "channels"}, "channel": c}
-        sampler.set_phase("shutdown")
-        sd = srv.stop(a.shutdown_timeout)
-        rep["shutdown"] = sd
+def load_pubsub(a: argparse.Namespace, srv: Server, sampler: Sampler, workdir: Path,
+                tool_timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Writer and reader at once; the reader learns how many messages to expect from a file."""
+    addr = srv.tcp_addr
+    expect_file = workdir / "expect"
+    deadline = time.time() + 2.0
+    timer = sampler.phase_at("pubsub", deadline)
+    rcmd = tool_cmd(
+        "bench_reader.py",
+        [
+            *reader_args(a, addr, a.runfor + a.consume_timeout),
+            "--expect-file",
+            str(expect_file),
+            "--deadline",
+            f"{deadline:.3f}",
+        ],
+    )
+    wcmd = tool_cmd("bench_writer.py", [*writer_args(a, addr), "--deadline", f"{deadline:.3f}"])
+    say("running: " + shlex.join(rcmd[1:]))
+    rproc = subprocess.Popen(rcmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    w = run_tool(wcmd, tool_timeout)
+    tmp = expect_file.with_suffix(".tmp")
+    tmp.write_text(str(w.get("msgs", 0)))
+    tmp.rename(expect_file)
+    if not w.get("msgs"):
+        os.killpg(rproc.pid, signal.SIGTERM)  # nothing to wait for
+    r = finish_tool(rproc, tool_timeout)
+    timer.cancel()
+    sampler.set_phase("after")
+    return w, r
+
+
+def load_publish_then_consume(a: argparse.Namespace, srv: Server, sampler: Sampler, tool_timeout: float,
+                              ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """Publish everything, then consume it; also the /stats document between the two."""
+    addr = srv.tcp_addr
+    deadline = time.time() + 1.0  # phase windows start with the load, not at process spawn
+    timer = sampler.phase_at("publish", deadline)
+    w = run_tool(tool_cmd("bench_writer.py", [*writer_args(a, addr), "--deadline", f"{deadline:.3f}"]), tool_timeout)
+    timer.cancel()
+    sampler.set_phase("settle")
+    after_pub, _ = srv.stats(a.topic)
+    time.sleep(0.5)
+    published = w.get("msgs", 0)
+    if published and srv.alive():
+        deadline = time.time() + 1.0
+        timer = sampler.phase_at("consume", deadline)
+        rargs = [*reader_args(a, addr, a.consume_timeout), "--expect", str(published)]
+        r = run_tool(tool_cmd("bench_reader.py", [*rargs, "--deadline", f"{deadline:.3f}"]), tool_timeout)
+        timer.cancel()
+    else:
+        r = {"fatal": ["skipped: nothing was published" if srv.alive() else "skipped: server died"]}
+    sampler.set_phase("after")
+    return w, r, after_pub
+
+
+def check_tools(checks: Checks, w: dict[str, Any], r: dict[str, Any]) -> None:
+    """What the writer and the reader saw: every MPUB OK, every message consumed once and intact."""
+    published, consumed = w.get("msgs", 0), r.get("msgs", 0)
+    if "fatal" in w:
+        checks.append((False, f"writer failed: {w['fatal']}"))
+    else:
         checks.append(
             (
-                sd["exit_code"] == 0 and not sd["killed"] and not sd["died_early"],
-                f"clean shutdown on SIGTERM (exit {sd['exit_code']}, {sd['shutdown_s']:.2f}s)",
+                w.get("errors", 0) == 0 and w.get("rc") == 0,
+                f"every MPUB answered OK ({w.get('mpubs', 0)} MPUBs, {w.get('errors', 0)} errors)"
+                + "".join(f"\n         {e}" for e in w.get("error_samples", [])[:5]),
             )
         )
-    finally:
-        if srv.alive():
-            srv.stop(5)
-        if sampler is not None:
-            sampler.stop()
-            for ph in ("idle", "publish", "settle", "consume", "pubsub", "shutdown"):
-                st = sampler.phase_stats(ph)
-                if st:
-                    rep["phases"][ph] = st
-            rep["rss_peak"] = sampler.peak()
+    if "fatal" in r:
+        checks.append((False, f"reader failed: {r['fatal']}"))
+        return
+    note = "" if consumed <= published else f" ({consumed - published} more than published: duplicates?)"
+    checks.append((consumed == published, f"consumed {consumed} of {published} published messages{note}"))
+    checks.append(
+        (
+            r.get("errors", 0) == 0,
+            f"reader saw {r.get('errors', 0)} error frames/closures"
+            + "".join(f"\n         {e}" for e in r.get("error_samples", [])[:5]),
+        )
+    )
+    bad = r.get("bad_size", 0)
+    checks.append((bad == 0, f"message frames of the expected size ({bad} bad)"))
+    checks.append((r.get("redelivered", 0) == 0, f"no redeliveries (attempts > 1: {r.get('redelivered', 0)})"))
+
+
+def check_stats(a: argparse.Namespace, srv: Server, checks: Checks, rep: dict[str, Any],
+                after_pub: dict[str, Any] | None, published: int) -> None:
+    """/stats agrees: the topic counted every message, the channel ends empty with nothing timed out."""
+    if after_pub is not None:
+        t, _ = find_channel(after_pub, a.topic, a.channel)
+        mc = t.get("message_count") if t else None
+        checks.append((mc == published, f"/stats topic message_count after publish = {mc} (published {published})"))
+    doc, why = srv.stats(a.topic) if srv.alive() else (None, "server not running")
+    if doc is None:
+        checks.append((None, f"/stats checks skipped: {why}"))
+        return
+    end = time.monotonic() + 5.0
+    while True:  # FINs may still be in the server's read buffer: give it a moment
+        t, c = find_channel(doc, a.topic, a.channel)
+        if (c and c.get("depth") == 0 and c.get("in_flight_count") == 0) or time.monotonic() > end:
+            break
+        time.sleep(0.2)
+        doc = srv.stats(a.topic)[0]
+    if c is None:
+        checks.append((False, f"/stats has no channel {a.topic}/{a.channel} after consuming"))
+    else:
+        checks.append(
+            (
+                c.get("depth") == 0 and c.get("in_flight_count") == 0 and not c.get("timeout_count"),
+                f"/stats channel after consume: depth={c.get('depth')}"
+                f" in_flight={c.get('in_flight_count')} message_count={c.get('message_count')}"
+                f" requeue={c.get('requeue_count')} timeout={c.get('timeout_count')}",
+            )
+        )
+    rep["stats_after"] = {"topic": {k: v for k, v in (t or {}).items() if k != "channels"}, "channel": c}
+
+
+def collect_phases(sampler: Sampler, rep: dict[str, Any]) -> None:
+    sampler.stop()
+    for ph in ("idle", "publish", "settle", "consume", "pubsub", "shutdown"):
+        st = sampler.phase_stats(ph)
+        if st:
+            rep["phases"][ph] = st
+    rep["rss_peak"] = sampler.peak()
+
+
+def finish(a: argparse.Namespace, srv: Server, rep: dict[str, Any], checks: Checks, workdir: Path) -> int:
+    """Log checks, the report (and its JSON), the work dir kept on failure; returns the exit status."""
     rep["log"] = srv.log_findings()
     sd = rep.get("shutdown", {})
     if sd.get("died_early") or sd.get("killed") or sd.get("exit_code") not in (0, None):
@@ -690,6 +672,59 @@ def run(a: argparse.Namespace) -> int:
     else:
         shutil.rmtree(workdir, ignore_errors=True)
     return 1 if failed else 0
+
+
+def run(a: argparse.Namespace) -> int:
+    """The whole benchmark: start nsqd, load it, check the results, stop it; returns the exit status."""
+    cmd = shlex.split(a.nsqd_cmd)
+    if not shutil.which(cmd[0]) and not Path(cmd[0]).exists():
+        say(f"error: nsqd command not found: {cmd[0]}")
+        return 2
+    workdir = Path(tempfile.mkdtemp(prefix="nsqd-bench-"))
+    srv = Server(cmd, workdir, a.mem_queue_size, a.nsqd_arg)
+    checks: Checks = []
+    rep = new_report(a, srv, checks)
+    sampler: Sampler | None = None
+    try:
+        try:
+            srv.start(a.startup_timeout)
+        except RuntimeError as exc:
+            say(f"error: {exc}")
+            return 2
+        assert srv.proc is not None
+        rep["server_pid"] = srv.proc.pid
+        sampler = Sampler(srv.proc.pid, a.sample_interval)
+        sampler.start()
+        sampler.set_phase("idle")
+        time.sleep(0.5)
+        if not a.no_precreate:
+            err = srv.precreate(a.topic, a.channel)
+            checks.append((not err, f"topic and channel created before the run {err}".rstrip()))
+        tool_timeout = a.runfor + a.consume_timeout + 120
+        if a.mode == "pubsub":
+            rep["pub_phase"] = rep["sub_phase"] = "pubsub"
+            (w, r), after_pub = load_pubsub(a, srv, sampler, workdir, tool_timeout), None
+        else:
+            rep["pub_phase"], rep["sub_phase"] = "publish", "consume"
+            w, r, after_pub = load_publish_then_consume(a, srv, sampler, tool_timeout)
+        rep["writer"], rep["reader"] = w, r
+        checks.append((srv.alive(), "server still running after the load phases"))
+        check_tools(checks, w, r)
+        check_stats(a, srv, checks, rep, after_pub, w.get("msgs", 0))
+        sampler.set_phase("shutdown")
+        sd = rep["shutdown"] = srv.stop(a.shutdown_timeout)
+        checks.append(
+            (
+                sd["exit_code"] == 0 and not sd["killed"] and not sd["died_early"],
+                f"clean shutdown on SIGTERM (exit {sd['exit_code']}, {sd['shutdown_s']:.2f}s)",
+            )
+        )
+    finally:
+        if srv.alive():
+            srv.stop(5)
+        if sampler is not None:
+            collect_phases(sampler, rep)
+    return finish(a, srv, rep, checks, workdir)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

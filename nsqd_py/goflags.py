@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Any, Literal, NoReturn, TextIO
 
 from nsqd_py.durations import format_duration, parse_duration
+from nsqd_py.gocompat import go_quote
 
 Kind = Literal["string", "int", "bool", "duration", "float", "list"]
 Setter = Callable[[str, Any], Any]
@@ -28,29 +29,6 @@ RANGE = "value out of range"
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
-def go_quote(s: str) -> str:
-    """Go's `strconv.Quote` (what `%q` prints)."""
-    out = ['"']
-    for ch in s:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif "\udc80" <= ch <= "\udcff":  # an undecodable byte smuggled in by surrogateescape
-            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
 
 
 class NumError(ValueError):

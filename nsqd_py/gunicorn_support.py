@@ -31,9 +31,10 @@ import gevent
 from gunicorn.arbiter import Arbiter
 from gunicorn.workers.ggevent import GeventWorker
 
+from .apps.nsqd_options import options_or_exit
 from .listen import is_unix_address, port_of
 from .log import Logger
-from .options import Options, options_or_exit
+from .options import Options
 
 if TYPE_CHECKING:
     from gunicorn.workers.base import Worker
@@ -103,7 +104,7 @@ class NSQDApplication:
         except StartupError as err:
             logger.fatal(f"failed to instantiate nsqd - {err}")
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
-        self._app = create_app(program.nsqd)
+        self._app = create_app(program.ctx)
         program.start()
         self._program = program
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import socket
-import sys
-import time
 import tomllib
 import zlib
 from collections.abc import Callable
@@ -18,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsqd_py.durations import HOUR, MILLISECOND, MINUTE, SECOND, format_duration, parse_duration
-from nsqd_py.goflags import FlagSet, format_float, go_quote, parse_bool, parse_float, parse_int
-from nsqd_py.log import INFO, LEVEL_NAMES, Logger, parse_level
-from nsqd_py.version import version_line
+from nsqd_py.gocompat import go_quote
+from nsqd_py.goflags import FlagSet, Kind, Setter, format_float, parse_bool, parse_float, parse_int
+from nsqd_py.log import INFO, LEVEL_NAMES, parse_level
 
 TLS_NOT_REQUIRED = 0
 TLS_REQUIRED_EXCEPT_HTTP = 1  # "tcp-https": TLS on TCP, plain HTTP allowed
@@ -138,7 +136,6 @@ class Options:
     # Fixed in nsqd (no flag, no TOML key, not in /config); tests may shorten them.
     client_timeout: int = 60 * SECOND
     queue_scan_interval: int = 100 * MILLISECOND
-    queue_scan_refresh_interval: int = 5 * SECOND
     queue_scan_dirty_percent: float = 0.25
 
     def to_config_value(self, key: str) -> Any:
@@ -172,132 +169,29 @@ def expand_statsd_prefix(prefix: str, broadcast_address: str, http_port: int) ->
     return expanded if expanded.endswith(".") else expanded + "."
 
 
-# --- option table --------------------------------------------------------------------------------------------
+# --- option kinds ----------------------------------------------------------------------------------------------
+# One object per kind of option, like gunicorn's Setting: how its flag is defined, how a TOML value becomes the
+# attribute, how the attribute is written back as TOML.
 
 
-@dataclass(frozen=True, slots=True)
-class _Opt:
-    attr: str
-    flag: str
-    kind: str  # string int bool duration list floats log_level tls_required tls_min_version
-    usage: str
-    key: str = ""  # TOML key when it is not the flag name with "-" → "_"
-
-    @property
-    def toml_key(self) -> str:
-        return self.key or self.flag.replace("-", "_")
+def _go_type(value: Any) -> str:
+    names = {bool: "bool", int: "int64", float: "float64", str: "string", list: "[]interface {}",
+             dict: "map[string]interface {}", datetime.datetime: "time.Time"}
+    return names.get(type(value), type(value).__name__)
 
 
-_OPTS = (
-    _Opt("log_level", "log-level", "log_level", "set log verbosity: debug, info, warn, error, or fatal"),
-    _Opt("log_prefix", "log-prefix", "string", "log message prefix"),
-    _Opt("node_id", "node-id", "int",
-         "unique part for message IDs, (int) in range [0,1024) (default is hash of hostname)", "id"),
-    _Opt("https_address", "https-address", "string", "<addr>:<port> to listen on for HTTPS clients"),
-    _Opt("http_address", "http-address", "string",
-         "address to listen on for HTTP clients (<addr>:<port> for TCP/IP or <path> for unix socket)"),
-    _Opt("tcp_address", "tcp-address", "string",
-         "address to listen on for TCP clients (<addr>:<port> for TCP/IP or <path> for unix socket)"),
-    _Opt("auth_http_addresses", "auth-http-address", "list",
-         "<addr>:<port> or a full url to query auth server (may be given multiple times)", "auth_http_addresses"),
-    _Opt("auth_http_request_method", "auth-http-request-method", "string",
-         "HTTP method to use for auth server requests (get or post)"),
-    _Opt("broadcast_address", "broadcast-address", "string",
-         "address that will be registered with lookupd (defaults to the OS hostname)"),
-    _Opt("broadcast_tcp_port", "broadcast-tcp-port", "int",
-         "TCP port that will be registered with lookupd (defaults to the TCP port that this nsqd is listening on)"),
-    _Opt("broadcast_http_port", "broadcast-http-port", "int",
-         "HTTP port that will be registered with lookupd (defaults to the HTTP port that this nsqd is listening on)"),
-    _Opt("nsqlookupd_tcp_addresses", "lookupd-tcp-address", "list",
-         "lookupd TCP address (may be given multiple times)", "nsqlookupd_tcp_addresses"),
-    _Opt("http_client_connect_timeout", "http-client-connect-timeout", "duration", "timeout for HTTP connect"),
-    _Opt("http_client_request_timeout", "http-client-request-timeout", "duration", "timeout for HTTP request"),
-    _Opt("topology_region", "topology-region", "string",
-         "A region represents a larger domain, typically a geographical region that contains multiple zones"),
-    _Opt("topology_zone", "topology-zone", "string",
-         "A zone represents a logical failure domain, typically a datacenter, within a region"),
-    _Opt("data_path", "data-path", "string", "path to store disk-backed messages"),
-    _Opt("mem_queue_size", "mem-queue-size", "int", "number of messages to keep in memory (per topic/channel)"),
-    _Opt("max_bytes_per_file", "max-bytes-per-file", "int", "number of bytes per diskqueue file before rolling"),
-    _Opt("sync_every", "sync-every", "int", "number of messages per diskqueue fsync"),
-    _Opt("sync_timeout", "sync-timeout", "duration", "duration of time per diskqueue fsync"),
-    _Opt("queue_scan_worker_pool_max", "queue-scan-worker-pool-max", "int",
-         "max concurrency for checking in-flight and deferred message timeouts"),
-    _Opt("queue_scan_selection_count", "queue-scan-selection-count", "int",
-         "number of channels to check per cycle (every 100ms) for in-flight and deferred timeouts"),
-    _Opt("msg_timeout", "msg-timeout", "duration", "default duration to wait before auto-requeing a message"),
-    _Opt("max_msg_timeout", "max-msg-timeout", "duration", "maximum duration before a message will timeout"),
-    _Opt("max_msg_size", "max-msg-size", "int", "maximum size of a single message in bytes"),
-    _Opt("max_req_timeout", "max-req-timeout", "duration", "maximum requeuing timeout for a message"),
-    _Opt("max_body_size", "max-body-size", "int", "maximum size of a single command body"),
-    _Opt("max_heartbeat_interval", "max-heartbeat-interval", "duration",
-         "maximum client configurable duration of time between client heartbeats"),
-    _Opt("max_rdy_count", "max-rdy-count", "int", "maximum RDY count for a client"),
-    _Opt("max_output_buffer_size", "max-output-buffer-size", "int",
-         "maximum client configurable size (in bytes) for a client output buffer"),
-    _Opt("max_output_buffer_timeout", "max-output-buffer-timeout", "duration",
-         "maximum client configurable duration of time between flushing to a client"),
-    _Opt("min_output_buffer_timeout", "min-output-buffer-timeout", "duration",
-         "minimum client configurable duration of time between flushing to a client"),
-    _Opt("output_buffer_timeout", "output-buffer-timeout", "duration",
-         "default duration of time between flushing data to clients"),
-    _Opt("max_channel_consumers", "max-channel-consumers", "int",
-         "maximum channel consumer connection count per nsqd instance (default 0, i.e., unlimited)"),
-    _Opt("statsd_address", "statsd-address", "string", "UDP <addr>:<port> of a statsd daemon for pushing stats"),
-    _Opt("statsd_interval", "statsd-interval", "duration", "duration between pushing to statsd"),
-    _Opt("statsd_mem_stats", "statsd-mem-stats", "bool", "toggle sending memory and GC stats to statsd"),
-    _Opt("statsd_prefix", "statsd-prefix", "string", "prefix used for keys sent to statsd (%s for host replacement)"),
-    _Opt("statsd_udp_packet_size", "statsd-udp-packet-size", "int", "the size in bytes of statsd UDP packets"),
-    _Opt("statsd_exclude_ephemeral", "statsd-exclude-ephemeral", "bool",
-         "Skip ephemeral topics and channels when sending stats to statsd"),
-    _Opt("e2e_processing_latency_percentiles", "e2e-processing-latency-percentile", "floats",
-         "message processing time percentiles (as float (0, 1.0]) to track (can be specified multiple times or "
-         "comma separated '1.0,0.99,0.95', default none)", "e2e_processing_latency_percentiles"),
-    _Opt("e2e_processing_latency_window_time", "e2e-processing-latency-window-time", "duration",
-         "calculate end to end latency quantiles for this duration of time (ie: 60s would only show quantile "
-         "calculations from the past 60 seconds)"),
-    _Opt("tls_cert", "tls-cert", "string", "path to certificate file"),
-    _Opt("tls_key", "tls-key", "string", "path to key file"),
-    _Opt("tls_client_auth_policy", "tls-client-auth-policy", "string",
-         "client certificate auth policy ('require' or 'require-verify')"),
-    _Opt("tls_root_ca_file", "tls-root-ca-file", "string", "path to certificate authority file"),
-    _Opt("tls_required", "tls-required", "tls_required", "require TLS for client connections (true, false, tcp-https)"),
-    _Opt("tls_min_version", "tls-min-version", "tls_min_version",
-         "minimum SSL/TLS version acceptable ('ssl3.0', 'tls1.0', 'tls1.1', 'tls1.2' or 'tls1.3')"),
-    _Opt("deflate", "deflate", "bool", "enable deflate feature negotiation (client compression)"),
-    _Opt("max_deflate_level", "max-deflate-level", "int",
-         "max deflate compression level a client can negotiate (> values == > nsqd CPU usage)"),
-    _Opt("snappy", "snappy", "bool", "enable snappy feature negotiation (client compression)"),
-    _Opt("enable_experiment", "enable-experiment", "list",
-         "enable experimental feature (may be given multiple times) (valid options: "
-         + ", ".join(f"'{name}'" for name in EXPERIMENTS) + ")", "enable_experiment"),
-)
+def _go_v(value: Any) -> str:
+    """Go's `%v` for a decoded TOML value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return format_float(value)
+    if isinstance(value, list):
+        return "[" + " ".join(_go_v(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_v(value[k])}" for k in sorted(value)) + "]"
+    return str(value)
 
-#: Every TOML key (= every `/config/<key>`) → Options attribute.
-CONFIG_KEYS: dict[str, str] = {opt.toml_key: opt.attr for opt in _OPTS}
-
-
-def toml_defaults(opts: Options | None = None) -> dict[str, Any]:
-    """Each TOML key with its value written the way a config file would (`"1m0s"`, `"info"`, `"tls1.0"`)."""
-    opts = opts or Options()
-    out: dict[str, Any] = {}
-    for opt in _OPTS:
-        value = getattr(opts, opt.attr)
-        if opt.kind == "duration":
-            value = format_duration(value)
-        elif opt.kind == "log_level":
-            value = _LEVEL_KEYWORDS[value]
-        elif opt.kind == "tls_min_version":
-            value = _TLS_NAMES[value]
-        elif opt.kind == "tls_required":
-            value = "tcp-https" if value == TLS_REQUIRED_EXCEPT_HTTP else value == TLS_REQUIRED
-        elif isinstance(value, list):
-            value = list(value)
-        out[opt.toml_key] = value
-    return out
-
-
-# --- command line ----------------------------------------------------------------------------------------------
 
 
 def _set_log_level(text: str, _current: Any) -> int:
@@ -331,88 +225,6 @@ def _add_percentiles(text: str, current: Any) -> list[float]:
             raise ResolveError(f"Could not parse: {part}") from None
     return sorted(values, reverse=True)
 
-
-def _flag_set(defaults: Options) -> FlagSet:
-    flags = FlagSet("nsqd")
-    flags.add("version", "bool", False, "print version string")
-    flags.add("config", "string", "", "path to config file")
-    flags.add("verbose", "bool", False, "[deprecated] has no effect, use --log-level")
-    flags.add("worker-id", "bool", False, "[deprecated] use --node-id")
-    for opt in _OPTS:
-        default = getattr(defaults, opt.attr)
-        if opt.kind == "log_level":
-            flags.add_var(opt.flag, default, opt.usage, _set_log_level, show=lambda v: LEVEL_NAMES.get(v, ""))
-        elif opt.kind == "tls_required":
-            flags.add_var(opt.flag, default, opt.usage, _set_tls_required, zero=0, is_bool=True)
-        elif opt.kind == "tls_min_version":
-            flags.add_var(opt.flag, default, opt.usage, _set_tls_min_version, zero=0,
-                          show=lambda v: _TLS_NAMES.get(v, ""))
-        elif opt.kind == "floats":
-            flags.add_var(opt.flag, [], opt.usage, _add_percentiles, show=lambda v: ",".join(f"{f:f}" for f in v),
-                          zero=[])
-        elif opt.kind == "list":
-            flags.add(opt.flag, "list", [], opt.usage)
-        else:
-            flags.add(opt.flag, opt.kind, default, opt.usage)
-    return flags
-
-
-# --- TOML ------------------------------------------------------------------------------------------------------
-
-
-def _go_type(value: Any) -> str:
-    names = {bool: "bool", int: "int64", float: "float64", str: "string", list: "[]interface {}",
-             dict: "map[string]interface {}", datetime.datetime: "time.Time"}
-    return names.get(type(value), type(value).__name__)
-
-
-def _go_v(value: Any) -> str:
-    """Go's `%v` for a decoded TOML value."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return format_float(value)
-    if isinstance(value, list):
-        return "[" + " ".join(_go_v(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_go_v(value[k])}" for k in sorted(value)) + "]"
-    return str(value)
-
-
-def _load_toml(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except IsADirectoryError:
-        raise ConfigError(f"failed to load config file {path} - read {path}: is a directory") from None
-    except OSError as err:
-        reason = err.strerror or str(err)
-        reason = reason[:1].lower() + reason[1:]
-        raise ConfigError(f"failed to load config file {path} - open {path}: {reason}") from None
-    try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"failed to load config file {path} - {err}") from None
-
-
-def _translate_special_keys(cfg: dict[str, Any]) -> None:
-    """nsqd's `config.Validate()`: these three keys are parsed from their text form first; junk is fatal."""
-    setters: dict[str, Callable[[str, Any], int]] = {
-        "tls_required": _set_tls_required,
-        "tls_min_version": _set_tls_min_version,
-        "log_level": _set_log_level,
-    }
-    for key, setter in setters.items():
-        if key not in cfg:
-            continue
-        try:
-            parsed = setter(_go_v(cfg[key]), None)
-        except ValueError:
-            raise ConfigError(f"failed parsing {key} {_go_v(cfg[key])}") from None
-        if parsed is None:  # tls_min_version = "" means "keep the flag/default"
-            del cfg[key]
-        else:
-            cfg[key] = parsed
 
 
 def _coerce_string(value: Any) -> str:
@@ -464,27 +276,226 @@ def _coerce_floats(value: Any) -> list[float]:
     return []
 
 
-_COERCERS: dict[str, Callable[[Any], Any]] = {
-    "string": _coerce_string,
-    "int": _coerce_int,
-    "bool": _coerce_bool,
-    "duration": _coerce_duration,
-    "list": _coerce_strings,
-    "floats": _coerce_floats,
-    "log_level": int,  # already translated by _translate_special_keys
-    "tls_required": int,
-    "tls_min_version": int,
-}
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    #: goflags' built-in kind of the flag; None for a custom flag read by `setter`
+    builtin: Kind | None
+    from_toml: Callable[[Any], Any]
+    to_toml: Callable[[Any], Any] = _same
+    #: a custom flag's `setter(text, current)`; for `toml_text` kinds it also reads the TOML value's text
+    setter: Setter | None = None
+    show: Callable[[Any], str] = str
+    zero: Any = None
+    is_bool: bool = False
+    #: nsqd's `config.Validate()` parses the TOML value from its text form (with `setter`) before resolving
+    toml_text: bool = False
+    #: the current value as go-options shows it in a coercion error
+    shown: Callable[[Any], str] = _go_v
+
+    def define(self, flags: FlagSet, name: str, default: Any, usage: str) -> None:
+        default = list(default) if isinstance(default, list) else default  # the flag never shares Options' list
+        if self.builtin is not None:
+            flags.add(name, self.builtin, default, usage)
+        else:
+            assert self.setter is not None
+            flags.add_var(name, default, usage, self.setter, show=self.show, zero=self.zero, is_bool=self.is_bool)
+
+
+_STRING = _Kind("string", _coerce_string)
+_INT = _Kind("int", _coerce_int)
+_BOOL = _Kind("bool", _coerce_bool)
+_DURATION = _Kind("duration", _coerce_duration, to_toml=format_duration, shown=format_duration)
+_LIST = _Kind("list", _coerce_strings, to_toml=list)
+_FLOATS = _Kind(None, _coerce_floats, to_toml=list, setter=_add_percentiles,
+               show=lambda v: ",".join(f"{f:f}" for f in v), zero=[])
+# the three below are translated from their text by _translate_text_keys before resolving: int() only checks
+_LOG_LEVEL = _Kind(None, int, to_toml=_LEVEL_KEYWORDS.__getitem__, setter=_set_log_level,
+                  show=lambda v: LEVEL_NAMES.get(v, ""), toml_text=True)
+_TLS_REQUIRED = _Kind(None, int, setter=_set_tls_required, zero=0, is_bool=True, toml_text=True,
+                      to_toml=lambda v: "tcp-https" if v == TLS_REQUIRED_EXCEPT_HTTP else v == TLS_REQUIRED)
+_TLS_MIN_VERSION = _Kind(None, int, to_toml=_TLS_NAMES.__getitem__, setter=_set_tls_min_version, zero=0,
+                        show=lambda v: _TLS_NAMES.get(v, ""), toml_text=True)
+
+
+# --- option table --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Opt:
+    attr: str
+    flag: str
+    kind: _Kind
+    usage: str
+    key: str = ""  # TOML key when it is not the flag name with "-" → "_"
+
+    @property
+    def toml_key(self) -> str:
+        return self.key or self.flag.replace("-", "_")
+
+
+_OPTS = (
+    _Opt("log_level", "log-level", _LOG_LEVEL, "set log verbosity: debug, info, warn, error, or fatal"),
+    _Opt("log_prefix", "log-prefix", _STRING, "log message prefix"),
+    _Opt("node_id", "node-id", _INT,
+         "unique part for message IDs, (int) in range [0,1024) (default is hash of hostname)", "id"),
+    _Opt("https_address", "https-address", _STRING, "<addr>:<port> to listen on for HTTPS clients"),
+    _Opt("http_address", "http-address", _STRING,
+         "address to listen on for HTTP clients (<addr>:<port> for TCP/IP or <path> for unix socket)"),
+    _Opt("tcp_address", "tcp-address", _STRING,
+         "address to listen on for TCP clients (<addr>:<port> for TCP/IP or <path> for unix socket)"),
+    _Opt("auth_http_addresses", "auth-http-address", _LIST,
+         "<addr>:<port> or a full url to query auth server (may be given multiple times)", "auth_http_addresses"),
+    _Opt("auth_http_request_method", "auth-http-request-method", _STRING,
+         "HTTP method to use for auth server requests (get or post)"),
+    _Opt("broadcast_address", "broadcast-address", _STRING,
+         "address that will be registered with lookupd (defaults to the OS hostname)"),
+    _Opt("broadcast_tcp_port", "broadcast-tcp-port", _INT,
+         "TCP port that will be registered with lookupd (defaults to the TCP port that this nsqd is listening on)"),
+    _Opt("broadcast_http_port", "broadcast-http-port", _INT,
+         "HTTP port that will be registered with lookupd (defaults to the HTTP port that this nsqd is listening on)"),
+    _Opt("nsqlookupd_tcp_addresses", "lookupd-tcp-address", _LIST,
+         "lookupd TCP address (may be given multiple times)", "nsqlookupd_tcp_addresses"),
+    _Opt("http_client_connect_timeout", "http-client-connect-timeout", _DURATION, "timeout for HTTP connect"),
+    _Opt("http_client_request_timeout", "http-client-request-timeout", _DURATION, "timeout for HTTP request"),
+    _Opt("topology_region", "topology-region", _STRING,
+         "A region represents a larger domain, typically a geographical region that contains multiple zones"),
+    _Opt("topology_zone", "topology-zone", _STRING,
+         "A zone represents a logical failure domain, typically a datacenter, within a region"),
+    _Opt("data_path", "data-path", _STRING, "path to store disk-backed messages"),
+    _Opt("mem_queue_size", "mem-queue-size", _INT, "number of messages to keep in memory (per topic/channel)"),
+    _Opt("max_bytes_per_file", "max-bytes-per-file", _INT, "number of bytes per diskqueue file before rolling"),
+    _Opt("sync_every", "sync-every", _INT, "number of messages per diskqueue fsync"),
+    _Opt("sync_timeout", "sync-timeout", _DURATION, "duration of time per diskqueue fsync"),
+    _Opt("queue_scan_worker_pool_max", "queue-scan-worker-pool-max", _INT,
+         "max concurrency for checking in-flight and deferred message timeouts"),
+    _Opt("queue_scan_selection_count", "queue-scan-selection-count", _INT,
+         "number of channels to check per cycle (every 100ms) for in-flight and deferred timeouts"),
+    _Opt("msg_timeout", "msg-timeout", _DURATION, "default duration to wait before auto-requeing a message"),
+    _Opt("max_msg_timeout", "max-msg-timeout", _DURATION, "maximum duration before a message will timeout"),
+    _Opt("max_msg_size", "max-msg-size", _INT, "maximum size of a single message in bytes"),
+    _Opt("max_req_timeout", "max-req-timeout", _DURATION, "maximum requeuing timeout for a message"),
+    _Opt("max_body_size", "max-body-size", _INT, "maximum size of a single command body"),
+    _Opt("max_heartbeat_interval", "max-heartbeat-interval", _DURATION,
+         "maximum client configurable duration of time between client heartbeats"),
+    _Opt("max_rdy_count", "max-rdy-count", _INT, "maximum RDY count for a client"),
+    _Opt("max_output_buffer_size", "max-output-buffer-size", _INT,
+         "maximum client configurable size (in bytes) for a client output buffer"),
+    _Opt("max_output_buffer_timeout", "max-output-buffer-timeout", _DURATION,
+         "maximum client configurable duration of time between flushing to a client"),
+    _Opt("min_output_buffer_timeout", "min-output-buffer-timeout", _DURATION,
+         "minimum client configurable duration of time between flushing to a client"),
+    _Opt("output_buffer_timeout", "output-buffer-timeout", _DURATION,
+         "default duration of time between flushing data to clients"),
+    _Opt("max_channel_consumers", "max-channel-consumers", _INT,
+         "maximum channel consumer connection count per nsqd instance (default 0, i.e., unlimited)"),
+    _Opt("statsd_address", "statsd-address", _STRING, "UDP <addr>:<port> of a statsd daemon for pushing stats"),
+    _Opt("statsd_interval", "statsd-interval", _DURATION, "duration between pushing to statsd"),
+    _Opt("statsd_mem_stats", "statsd-mem-stats", _BOOL, "toggle sending memory and GC stats to statsd"),
+    _Opt("statsd_prefix", "statsd-prefix", _STRING, "prefix used for keys sent to statsd (%s for host replacement)"),
+    _Opt("statsd_udp_packet_size", "statsd-udp-packet-size", _INT, "the size in bytes of statsd UDP packets"),
+    _Opt("statsd_exclude_ephemeral", "statsd-exclude-ephemeral", _BOOL,
+         "Skip ephemeral topics and channels when sending stats to statsd"),
+    _Opt("e2e_processing_latency_percentiles", "e2e-processing-latency-percentile", _FLOATS,
+         "message processing time percentiles (as float (0, 1.0]) to track (can be specified multiple times or "
+         "comma separated '1.0,0.99,0.95', default none)", "e2e_processing_latency_percentiles"),
+    _Opt("e2e_processing_latency_window_time", "e2e-processing-latency-window-time", _DURATION,
+         "calculate end to end latency quantiles for this duration of time (ie: 60s would only show quantile "
+         "calculations from the past 60 seconds)"),
+    _Opt("tls_cert", "tls-cert", _STRING, "path to certificate file"),
+    _Opt("tls_key", "tls-key", _STRING, "path to key file"),
+    _Opt("tls_client_auth_policy", "tls-client-auth-policy", _STRING,
+         "client certificate auth policy ('require' or 'require-verify')"),
+    _Opt("tls_root_ca_file", "tls-root-ca-file", _STRING, "path to certificate authority file"),
+    _Opt("tls_required", "tls-required", _TLS_REQUIRED,
+         "require TLS for client connections (true, false, tcp-https)"),
+    _Opt("tls_min_version", "tls-min-version", _TLS_MIN_VERSION,
+         "minimum SSL/TLS version acceptable ('ssl3.0', 'tls1.0', 'tls1.1', 'tls1.2' or 'tls1.3')"),
+    _Opt("deflate", "deflate", _BOOL, "enable deflate feature negotiation (client compression)"),
+    _Opt("max_deflate_level", "max-deflate-level", _INT,
+         "max deflate compression level a client can negotiate (> values == > nsqd CPU usage)"),
+    _Opt("snappy", "snappy", _BOOL, "enable snappy feature negotiation (client compression)"),
+    _Opt("enable_experiment", "enable-experiment", _LIST,
+         "enable experimental feature (may be given multiple times) (valid options: "
+         + ", ".join(f"'{name}'" for name in EXPERIMENTS) + ")", "enable_experiment"),
+)
+
+#: Every TOML key (= every `/config/<key>`) → Options attribute.
+CONFIG_KEYS: dict[str, str] = {opt.toml_key: opt.attr for opt in _OPTS}
+_OPTS_BY_KEY = {opt.toml_key: opt for opt in _OPTS}
+
+
+def toml_defaults(opts: Options | None = None) -> dict[str, Any]:
+    """Each TOML key with its value written the way a config file would (`"1m0s"`, `"info"`, `"tls1.0"`)."""
+    opts = opts or Options()
+    return {opt.toml_key: opt.kind.to_toml(getattr(opts, opt.attr)) for opt in _OPTS}
+
+
+# --- command line ----------------------------------------------------------------------------------------------
+
+
+def _flag_set(defaults: Options) -> FlagSet:
+    flags = FlagSet("nsqd")
+    flags.add("version", "bool", False, "print version string")
+    flags.add("config", "string", "", "path to config file")
+    flags.add("verbose", "bool", False, "[deprecated] has no effect, use --log-level")
+    flags.add("worker-id", "bool", False, "[deprecated] use --node-id")
+    for opt in _OPTS:
+        opt.kind.define(flags, opt.flag, getattr(defaults, opt.attr), opt.usage)
+    return flags
+
+
+# --- TOML ------------------------------------------------------------------------------------------------------
+
+
+def _load_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except IsADirectoryError:
+        raise ConfigError(f"failed to load config file {path} - read {path}: is a directory") from None
+    except OSError as err:
+        reason = err.strerror or str(err)
+        reason = reason[:1].lower() + reason[1:]
+        raise ConfigError(f"failed to load config file {path} - open {path}: {reason}") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"failed to load config file {path} - {err}") from None
+
+
+
+#: nsqd's `config.Validate()` order for the keys read from their text form
+_TEXT_KEYS = ("tls_required", "tls_min_version", "log_level")
+
+
+def _translate_text_keys(cfg: dict[str, Any]) -> None:
+    """nsqd's `config.Validate()`: these keys are parsed from their text form first; junk is fatal."""
+    for key in _TEXT_KEYS:
+        if key not in cfg:
+            continue
+        setter = _OPTS_BY_KEY[key].kind.setter
+        assert setter is not None
+        try:
+            parsed = setter(_go_v(cfg[key]), None)
+        except ValueError:
+            raise ConfigError(f"failed parsing {key} {_go_v(cfg[key])}") from None
+        if parsed is None:  # tls_min_version = "" means "keep the flag/default"
+            del cfg[key]
+        else:
+            cfg[key] = parsed
 
 
 def _coerce(opt: _Opt, value: Any, current: Any) -> Any:
     try:
-        return _COERCERS[opt.kind](value)
+        return opt.kind.from_toml(value)
     except ValueError as err:
-        shown = format_duration(current) if opt.kind == "duration" else _go_v(current)
-        raise ResolveError(
-            f"ERROR: Resolve failed to coerce value {_go_v(value)} ({shown}) for field {opt.toml_key} - {err}"
-        ) from None
+        raise ResolveError(f"ERROR: Resolve failed to coerce value {_go_v(value)} ({opt.kind.shown(current)}) "
+                           f"for field {opt.toml_key} - {err}") from None
 
 
 # --- nsqd.New() checks ----------------------------------------------------------------------------------------
@@ -523,32 +534,11 @@ def parse_options(argv: list[str]) -> Options:
         return opts
     opts.config = parsed.values["config"]
     cfg = _load_toml(opts.config) if opts.config else {}
-    _translate_special_keys(cfg)
+    _translate_text_keys(cfg)
     for opt in _OPTS:
         if opt.flag in parsed.explicit:
             setattr(opts, opt.attr, parsed.values[opt.flag])
         elif opt.toml_key in cfg:
             setattr(opts, opt.attr, _coerce(opt, cfg[opt.toml_key], getattr(opts, opt.attr)))
     validate(opts)
-    return opts
-
-
-
-def options_or_exit(argv: list[str]) -> Options:
-    """`parse_options` for an executable: on a bad flag or config, nsqd's message and exit status 1
-    (usage errors already exited 2); `--version` prints nsqd's version line and exits 0."""
-    try:
-        opts = parse_options(argv)
-    except ConfigError as err:
-        Logger().fatal(str(err))
-        sys.exit(1)
-    except ResolveError as err:  # Go's plain log.Fatalf: no prefix, no level
-        print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} {err}", file=sys.stderr)
-        sys.exit(1)
-    except OptionsError as err:
-        Logger().fatal(f"failed to instantiate nsqd - {err}")
-        sys.exit(1)
-    if opts.show_version:
-        print(version_line())
-        sys.exit(0)
     return opts

@@ -7,8 +7,10 @@ import socket
 import gevent
 
 from . import sdnotify
+from .cluster.auth import AuthServers
 from .cluster.lookup import LookupLoop
 from .cluster.statsd import StatsdPusher
+from .context import ServerContext
 from .core.nsqd import NSQD, StartupError
 from .http.server import HTTPServer
 from .listen import ListenError, listen, port_of
@@ -23,64 +25,72 @@ _DRAIN_SECONDS = 2.0
 
 
 class NSQDProgram:
+    """Owns the broker and the wiring around it: listeners, servers, the lookup loop and statsd (`ctx`)."""
+
     def __init__(self, opts: Options, logger: Logger, external_http_port: int | None = None) -> None:
         """``external_http_port``: the HTTP API is served outside the program (by gunicorn) on this port, -1 for a
         unix socket; no HTTP listener of its own, but that port is the one reported (/info, lookupd, statsd)."""
         self.opts = opts
         self.logger = logger
         self.nsqd = NSQD(opts, logger)
+        self.ctx = ServerContext(self.nsqd, auth_servers=AuthServers.from_options(opts, logger))
         self.external_http_port = external_http_port
         self.tcp_server: TCPServer | None = None
         self.http_server: HTTPServer | None = None
         self.https_server: HTTPServer | None = None
-        self._listeners: list[socket.socket] = []
-        self.lookup: LookupLoop | None = None
+        self._sockets: list[socket.socket] = []
         self.statsd = StatsdPusher(self.nsqd)
 
     def init(self) -> None:
         """Lock the data dir, open the listeners, load metadata; StartupError on any failure."""
-        opts, log, nsqd = self.opts, self.logger, self.nsqd
+        opts, log, nsqd, ctx = self.opts, self.logger, self.nsqd, self.ctx
         log.info(version_line())
         log.info(f"ID: {opts.node_id}")
         nsqd.lock_data_path()
         try:
-            nsqd.tls_context = build_server_context(opts)
+            ctx.tls_context = build_server_context(opts)
         except TLSConfigError as err:
             raise StartupError(str(err)) from None
         try:
-            tcp = self._listen(opts.tcp_address)
-            self.tcp_server = TCPServer(nsqd, tcp)
-            nsqd.tcp_port = port_of(tcp)
-            if self.external_http_port is not None:
-                nsqd.http_port = self.external_http_port
-            elif opts.http_address:
-                http = self._listen(opts.http_address)
-                self.http_server = HTTPServer(nsqd, http)
-                nsqd.http_port = port_of(http)
-            if nsqd.tls_context is not None and opts.https_address:
-                https = self._listen(opts.https_address)
-                self.https_server = HTTPServer(nsqd, https, name="HTTPS", ssl_context=nsqd.tls_context)
-                nsqd.https_port = port_of(https)
+            self._open_servers()
         except ListenError as err:
-            self._close_listeners()
+            self._close_sockets()
             raise StartupError(str(err)) from None
         opts.apply_listen_ports(
-            nsqd.tcp_port if nsqd.tcp_port > 0 else None, nsqd.http_port if nsqd.http_port > 0 else None
+            ctx.tcp_port if ctx.tcp_port > 0 else None, ctx.http_port if ctx.http_port > 0 else None
         )
         nsqd.load_metadata()
         try:
             nsqd.persist_metadata()
         except OSError as err:
             raise StartupError(f"failed to persist metadata - {err}") from None
-        self.lookup = nsqd.lookup = LookupLoop(nsqd)
+        ctx.lookup = LookupLoop(nsqd)
+
+    def _open_servers(self) -> None:
+        """Listen on TCP, HTTP (unless gunicorn serves it) and HTTPS (with TLS configured); ListenError."""
+        opts, ctx = self.opts, self.ctx
+        tcp = self._listen(opts.tcp_address)
+        self.tcp_server = TCPServer(ctx, tcp)
+        ctx.tcp_port = port_of(tcp)
+        if self.external_http_port is not None:
+            ctx.http_port = self.external_http_port
+        elif opts.http_address:
+            http = self._listen(opts.http_address)
+            self.http_server = HTTPServer(ctx, http)  # type: ignore[arg-type]  # until http/server.py takes ctx
+            ctx.http_port = port_of(http)
+        if ctx.tls_context is not None and opts.https_address:
+            https = self._listen(opts.https_address)
+            self.https_server = HTTPServer(ctx, https, name="HTTPS",  # type: ignore[arg-type]
+                                           ssl_context=ctx.tls_context)
+            ctx.https_port = port_of(https)
 
     def _listen(self, address: str) -> socket.socket:
         sock = listen(address)
-        self._listeners.append(sock)
+        self._sockets.append(sock)
         return sock
 
-    def _close_listeners(self) -> None:
-        for sock in self._listeners:
+    def _close_sockets(self) -> None:
+        for sock in self._sockets:
             sock.close()
 
     def start(self) -> None:
@@ -90,8 +100,8 @@ class NSQDProgram:
             if server is not None:
                 server.start()
         self.nsqd.start()
-        if self.lookup is not None:
-            self.lookup.start()
+        if self.ctx.lookup is not None:
+            self.ctx.lookup.start()
         self.statsd.start()
         sdnotify.ready()
 
@@ -105,8 +115,8 @@ class NSQDProgram:
             if server is not None:
                 server.close()
         self._wait_for_connections()
-        if self.lookup is not None:
-            self.lookup.close()
+        if self.ctx.lookup is not None:
+            self.ctx.lookup.close()
         self.statsd.close()
         self.nsqd.exit()
 

@@ -1,4 +1,4 @@
-"""Fixtures that start the real nsqd process (installed console script) on free ports."""
+"""The shared fixtures: the real nsqd process (installed console script) on free ports, or one in-process."""
 
 from __future__ import annotations
 
@@ -9,8 +9,27 @@ from pathlib import Path
 
 import pytest
 
+from nsqd_py.durations import MINUTE
 from tests.clients.util import IOLoopThread
+from tests.inprocess import InProcessNsqd
 from tests.support import NsqdProcess
+
+#: fixtures that start a real process (nsqd, nsqlookupd, gunicorn, a tool) or a client's event loop: a test that
+#: uses one, or sits in a module with `pytestmark = pytest.mark.process`, is left out of `make check`
+PROCESS_FIXTURES = frozenset({
+    "nsqd_factory", "shared_nsqd", "lookupd", "lookupd_factory", "cluster_nsqd", "tls_nsqd", "auth_nsqd",
+    "fuzz_nsqd", "unix_nsqd", "gunicorn_factory", "replayed", "small", "busy", "hostile", "tools", "io", "spark",
+})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "process: starts a real process (left out of `make check`)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.process)
 
 
 @pytest.fixture
@@ -34,6 +53,29 @@ def shared_nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProces
     proc = NsqdProcess(tmp_path_factory.mktemp("nsqd"), "--max-req-timeout=10m").start()
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="module")
+def inproc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessNsqd]:
+    """One nsqd inside the test process for a whole module (tests/inprocess.py); tests use distinct topics."""
+    server = InProcessNsqd(tmp_path_factory.mktemp("inproc"), max_req_timeout=10 * MINUTE)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def inproc_factory(tmp_path: Path) -> Iterator[Callable[..., InProcessNsqd]]:
+    """In-process nsqds with their own Options (``max_rdy_count=10``, ...); all are closed afterwards."""
+    started: list[InProcessNsqd] = []
+
+    def start(**options: object) -> InProcessNsqd:
+        server = InProcessNsqd(tmp_path / f"inproc{len(started)}", **options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()
 
 
 @pytest.fixture

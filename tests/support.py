@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 import signal
 import socket
 import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import gevent
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
 NSQD_BIN = Path(sys.executable).parent / "nsqd"
+#: what the real Go nsqd 1.3.0 recorded (data dirs, HTTP goldens, logs); NSQ_GO_FIXTURES points elsewhere
+GO_FIXTURES = Path(os.environ.get("NSQ_GO_FIXTURES", REPO.parent / "shared" / "fixtures"))
 
 FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2
 
@@ -84,24 +92,79 @@ class NsqdProcess(ServerProcess):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"nsqd exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
-                    pass
-                if self.http_port:
+                self._connect_tcp()
+                if self.http_port:  # /ping answers only once nsqd is fully started (signal handlers installed)
                     requests.get(f"{self.http_url}/ping", timeout=1)
                 return self
             except (OSError, requests.RequestException):
                 time.sleep(0.05)
         raise RuntimeError(f"nsqd did not start:\n{self.log()}")
 
+    def _connect_tcp(self) -> None:
+        """One connection to the TCP listener and closed again: OSError until it is listening."""
+        with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
+            pass
+
     def stats(self, **params: str) -> dict:
         return requests.get(f"{self.http_url}/stats", params={"format": "json", **params}, timeout=5).json()
 
+    def request(self, method: str, target: str, body: bytes | None = None,
+                headers: list[tuple[str, str]] | None = None) -> Reply:
+        """One HTTP request to this nsqd (see `request`); InProcessNsqd answers the same call in-process."""
+        return request(self.http_port, method, target, body, headers)  # type: ignore[arg-type]
+
+    def connect(self, magic: bytes = b"  V2", timeout: float = 5) -> RawConn:
+        """A raw protocol V2 connection to this nsqd; InProcessNsqd answers the same call over a socket pair."""
+        return RawConn(self.tcp_port, magic=magic, timeout=timeout)
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    closed: bool = False  # the server closed the connection after this reply
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers:
+            if key.lower() == name.lower():
+                return value
+        return None
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def request(port: int, method: str, target: str, body: bytes | None = None,
+            headers: list[tuple[str, str]] | None = None, timeout: float = 10) -> Reply:
+    """One request on a fresh connection, with exactly the headers given (plus Host when not given)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    headers = headers if headers is not None else []
+    conn.putrequest(method, target, skip_host=any(k.lower() == "host" for k, _ in headers),
+                    skip_accept_encoding=True)
+    for key, value in headers:
+        conn.putheader(key, value)
+    if body is not None and not any(k.lower() in ("content-length", "transfer-encoding") for k, _ in headers):
+        conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body)
+    resp = conn.getresponse()
+    data = resp.read()
+    reply = Reply(resp.status, resp.getheaders(), data, closed=resp.will_close)
+    conn.close()
+    return reply
+
 
 class RawConn:
-    """A protocol V2 client over a plain socket, for exact byte-level checks."""
+    """A protocol V2 client over a socket, for exact byte-level checks: the one raw connection helper (TLS and
+    compression: tests/security/util.py's SecureConn; unix socket or a tiny receive window: pass the socket)."""
 
-    def __init__(self, port: int, magic: bytes = b"  V2", timeout: float = 5) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int | socket.socket, magic: bytes = b"  V2", timeout: float = 5) -> None:
+        """``port`` of nsqd on loopback, or a connected socket (an in-process nsqd's socket pair)."""
+        if isinstance(port, int):
+            self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        else:
+            self.sock = port
+            self.sock.settimeout(timeout)
         if magic:
             self.sock.sendall(magic)
         self.buf = b""
@@ -110,14 +173,18 @@ class RawConn:
         data = (line.encode() if isinstance(line, str) else line) + b"\n"
         if body is not None:
             data += struct.pack(">i", len(body)) + body
-        self.sock.sendall(data)
+        self.send_raw(data)
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
+    def _recv(self) -> bytes:
+        """The next bytes from the server (b"" at EOF); SecureConn decodes them here."""
+        return self.sock.recv(65536)
+
     def _read(self, n: int) -> bytes:
         while len(self.buf) < n:
-            chunk = self.sock.recv(65536)
+            chunk = self._recv()
             if not chunk:
                 raise ConnectionError("closed by server")
             self.buf += chunk
@@ -182,16 +249,21 @@ def mpub_body(bodies: list[bytes]) -> bytes:
     return struct.pack(">i", len(bodies)) + b"".join(struct.pack(">i", len(b)) + b for b in bodies)
 
 
-def wait_for(predicate, timeout: float = 10, interval: float = 0.05):
-    """Poll until ``predicate()`` is truthy; return its value or raise AssertionError at the timeout."""
-    deadline = time.time() + timeout
+def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.02, what: str = "") -> Any:
+    """Poll ``predicate`` until truthy; return its value or fail at the timeout. It sleeps with gevent, so an
+    in-process nsqd keeps running meanwhile (outside gevent it is a plain sleep)."""
+    deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
-        if time.time() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(interval)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        gevent.sleep(interval)
+
+
+#: the former name, still used by tests/spark (owned by the Spark work)
+wait_for = wait_until
 
 
 def drain(port: int, topic: str, channel: str, idle: float = 1.0, limit: float = 60.0, rdy: int = 200,
@@ -220,9 +292,16 @@ def drain(port: int, topic: str, channel: str, idle: float = 1.0, limit: float =
     return got
 
 
+def go_fixture(name: str) -> Path:
+    """One of the Go fixtures; a missing one fails the test (never a silent skip)."""
+    path = GO_FIXTURES / name
+    assert path.exists(), f"Go fixture {path} not found (set NSQ_GO_FIXTURES to where they are)"
+    return path
+
+
 def copy_fixture(name: str, dest: Path) -> dict:
     """Copy a Go data-dir fixture (all files but MANIFEST.json) into ``dest``; returns the MANIFEST."""
-    src = REPO.parent / "shared" / "fixtures" / name
+    src = go_fixture(name)
     dest.mkdir(parents=True, exist_ok=True)
     for item in src.iterdir():
         if item.name != "MANIFEST.json":

@@ -14,6 +14,7 @@ from ..log import ERROR, INFO, WARN
 from .connection import DEFAULT_USER_AGENT, Connection
 from .errors import HTTPError, NSQError
 from .http import DEFAULT_TIMEOUT, lookup_producers
+from .peer import PeerLink
 from .protocol import CLOSE_WAIT, Message, Response
 
 LogFunc = Callable[[int, str], None]
@@ -23,17 +24,12 @@ _STARVED_RATIO = 0.85
 
 
 @dataclass(eq=False)
-class _Peer:
-    """One nsqd address and the state of our connection to it."""
+class _Peer(PeerLink):
+    """One nsqd address, our connection to it and that connection's flow-control state."""
 
-    address: str
-    conn: Connection | None = None
-    fd: int = -1
     in_flight: int = 0
     rdy: int = 0
     close_wait: bool = False
-    retry_at: float = 0.0
-    backoff: float = 0.0
 
 
 class Consumer:
@@ -176,7 +172,7 @@ class Consumer:
             self._query_lookupd()
         changed = False
         for peer in self._peers.values():
-            if peer.conn is None and now >= peer.retry_at:
+            if peer.due(now):
                 changed |= self._connect(peer)
         if changed:
             self._update_rdy()
@@ -202,14 +198,13 @@ class Consumer:
             conn.sub(self.topic, self.channel)
         except NSQError as err:
             conn.close()
-            peer.backoff = min(self.max_reconnect_interval, max(1.0, peer.backoff * 2))
-            peer.retry_at = time.monotonic() + peer.backoff
+            delay = peer.retry_later(self.max_reconnect_interval)
             self._log(ERROR, f"({peer.address}) error connecting to nsqd - {err}")
-            self._log(INFO, f"({peer.address}) re-connecting in {peer.backoff:g}s")
+            self._log(INFO, f"({peer.address}) re-connecting in {delay:g}s")
             return False
-        peer.conn, peer.in_flight, peer.rdy, peer.close_wait, peer.backoff = conn, 0, 0, False, 0.0
+        peer.attach(conn)
+        peer.in_flight, peer.rdy, peer.close_wait = 0, 0, False
         self._by_conn[id(conn)] = peer
-        peer.fd = conn.fileno()
         self._selector.register(peer.fd, selectors.EVENT_READ, peer)
         return True
 
@@ -264,18 +259,18 @@ class Consumer:
         else:
             self._log(WARN, f"({peer.address}) connection lost - {err}")
         self._disconnect(peer)
-        peer.backoff = 1.0
-        peer.retry_at = time.monotonic() + peer.backoff
+        peer.retry_later(self.max_reconnect_interval)
         if not self.stopping:
             self._update_rdy()
 
     def _disconnect(self, peer: _Peer) -> None:
-        conn, peer.conn = peer.conn, None
+        fd = peer.fd
+        conn = peer.detach()
         if conn is None:
             return
         self._by_conn.pop(id(conn), None)
         with contextlib.suppress(KeyError, ValueError):
-            self._selector.unregister(peer.fd)
+            self._selector.unregister(fd)
         conn.close()
         peer.in_flight = 0
         peer.rdy = 0

@@ -6,10 +6,9 @@ from typing import Any
 
 import requests
 
+from ..gocompat import NSQ_ACCEPT, join_host_port
 from .errors import HTTPError
 
-#: what NSQ's own tools send, so old (< 1.0) servers answer in the unwrapped V1 shape too
-ACCEPT = "application/vnd.nsq; version=1.0"
 #: (connect, request) seconds, the Go tools' --http-client-connect-timeout / --http-client-request-timeout
 DEFAULT_TIMEOUT = (2.0, 5.0)
 
@@ -24,7 +23,7 @@ def get_json(url: str, params: dict[str, str] | None = None, timeout: tuple[floa
              ) -> dict[str, Any]:
     """GET and decode a V1 JSON reply (a pre-1.0 `{"status_code", "data"}` envelope is unwrapped)."""
     try:
-        resp = requests.get(url, params=params, headers={"Accept": ACCEPT}, timeout=timeout)
+        resp = requests.get(url, params=params, headers={"Accept": NSQ_ACCEPT}, timeout=timeout)
     except requests.RequestException as err:
         raise HTTPError(f"GET {url} failed - {err}") from err
     if resp.status_code != 200:
@@ -50,7 +49,7 @@ def lookup_producers(lookupd: str, topic: str, timeout: tuple[float, float] = DE
         if err.status == 404:
             return []
         raise
-    return [_join_host_port(p["broadcast_address"], p[port]) for p in doc.get("producers") or []]
+    return [join_host_port(p["broadcast_address"], p[port]) for p in doc.get("producers") or []]
 
 
 def lookupd_topics(lookupds: list[str], timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> list[str]:
@@ -78,7 +77,3 @@ def nsqd_stats(address: str, topic: str = "", channel: str = "", *, include_clie
     if not include_clients:
         params["include_clients"] = "false"
     return get_json(endpoint(address, "/stats"), params, timeout)
-
-
-def _join_host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

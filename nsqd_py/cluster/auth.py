@@ -15,7 +15,9 @@ import gevent
 import orjson
 import requests
 
+from ..gocompat import NSQ_ACCEPT
 from ..log import Logger
+from ..options import Options
 
 _PERMISSIONS = {"subscribe", "publish"}
 
@@ -62,6 +64,14 @@ class AuthServers:
     request_timeout: float
     logger: Logger
 
+    @classmethod
+    def from_options(cls, opts: Options, logger: Logger) -> AuthServers | None:
+        """The servers of --auth-http-address, None when there are none (no AUTH needed)."""
+        if not opts.auth_http_addresses:
+            return None
+        return cls(list(opts.auth_http_addresses), opts.auth_http_request_method,
+                   opts.http_client_connect_timeout / 1e9, opts.http_client_request_timeout / 1e9, logger)
+
     def query(self, remote_ip: str, tls: bool, common_name: str, secret: bytes) -> AuthState:
         """Ask the servers in turn from a random start; the first usable answer wins."""
         start = random.randrange(len(self.addresses))
@@ -79,7 +89,7 @@ class AuthServers:
         endpoint = address if "://" in address else f"http://{address}/auth"
         params: dict[str, str | bytes] = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
                                           "tls": "true" if tls else "false"}
-        headers = {"Accept": "application/vnd.nsq; version=1.0"}
+        headers = {"Accept": NSQ_ACCEPT}
         timeout = (self.connect_timeout, self.request_timeout)
         # like Go's http.Client.Timeout the limit covers the whole exchange, not each read
         deadline = gevent.Timeout(self.request_timeout, AuthError(f"request timed out after {self.request_timeout}s"))

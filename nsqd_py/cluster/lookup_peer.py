@@ -13,8 +13,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import orjson
-
+from ..gocompat import join_host_port
+from ..gojson import decode_struct
 from ..listen import split_host_port
 from ..log import Logger
 
@@ -56,6 +56,10 @@ def unregister(topic: str, channel: str = "") -> Command:
 PING = Command("PING")
 
 
+#: nsqd's peerInfo struct for gojson: json name -> (Go kind, int bits)
+_PEER_INFO_STRUCT = {"tcp_port": (int, 64), "http_port": (int, 64), "version": (str, 0), "broadcast_address": (str, 0)}
+
+
 @dataclass(slots=True)
 class PeerInfo:
     """What lookupd says about itself in its IDENTIFY reply."""
@@ -72,27 +76,13 @@ class PeerInfo:
 
     @classmethod
     def from_json(cls, data: bytes) -> PeerInfo:
-        """lookupd's IDENTIFY reply; ValueError where Go's json.Unmarshal into peerInfo would fail."""
-        value = orjson.loads(data)  # its JSONDecodeError is a ValueError
-        info = cls()
-        if value is None:
-            return info
-        if not isinstance(value, dict):
-            raise ValueError("not a JSON object")
-        for key, kind in (("tcp_port", int), ("http_port", int), ("version", str), ("broadcast_address", str)):
-            field = value.get(key)
-            if field is None:
-                continue
-            if not isinstance(field, kind) or isinstance(field, bool):
-                raise ValueError(f"bad {key}")
-            setattr(info, key, field)
-        return info
+        """lookupd's IDENTIFY reply; ValueError (GoJSONError) where Go's json.Unmarshal into peerInfo would fail."""
+        return cls(**decode_struct(data, _PEER_INFO_STRUCT))
 
     @property
     def http_address(self) -> str:
         """`host:port` of lookupd's HTTP API (net.JoinHostPort)."""
-        host = self.broadcast_address
-        return f"[{host}]:{self.http_port}" if ":" in host else f"{host}:{self.http_port}"
+        return join_host_port(self.broadcast_address, self.http_port)
 
 
 class LookupPeer:

@@ -8,6 +8,7 @@ from urllib.parse import quote
 import gevent
 import requests
 
+from ..gocompat import NSQ_ACCEPT
 from ..log import Logger
 
 
@@ -33,7 +34,7 @@ def _get_channels(topic: str, address: str, logger: Logger, timeout: tuple[float
     url = f"http://{address}/channels?topic={quote(topic, safe='')}"
     logger.info(f"CI: querying nsqlookupd {url}")
     try:
-        resp = requests.get(url, timeout=timeout, headers={"Accept": "application/vnd.nsq; version=1.0"})
+        resp = requests.get(url, timeout=timeout, headers={"Accept": NSQ_ACCEPT})
     except requests.RequestException as err:
         return [], f"Get {url}: {err}"
     if resp.status_code != 200:

@@ -73,7 +73,7 @@ class StatsdPusher:
             return
         log.info(f"STATSD: pushing stats to {address}")
         with sock:
-            current = stats.snapshot(self.nsqd, include_clients=False, include_mem=opts.statsd_mem_stats)
+            current = stats.snapshot(self.nsqd, include_mem=opts.statsd_mem_stats)
             lines = stat_lines(current, self._last, opts.statsd_prefix, opts.statsd_exclude_ephemeral)
             self._last = current
             packets = pack(lines, opts.statsd_udp_packet_size)

@@ -1,5 +1,9 @@
 """Errors the broker core raises; the front doors translate them into NSQ codes or HTTP statuses."""
 
+from .diskqueue import BackendError  # defined in diskqueue.py until it imports it from here (issue 15)
+
+__all__ = ["BackendError", "CoreError", "ExitingError", "MessageError"]
+
 
 class CoreError(Exception):
     """Base of the core's own errors."""

@@ -9,15 +9,13 @@ from __future__ import annotations
 import fcntl
 import os
 import random
-import ssl
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import orjson
 
-from ..cluster.auth import AuthServers
 from ..log import Logger
 from ..version import NSQ_VERSION
 from .diskqueue import DiskQueue, DummyBackend
@@ -27,7 +25,6 @@ from .names import is_valid_name
 from .topic import Topic
 
 if TYPE_CHECKING:
-    from ..cluster.lookup import LookupLoop
     from ..options import Options
     from .channel import Channel
 
@@ -56,21 +53,11 @@ class NSQD:
         self._next_client_id = 0
         #: called with (event, topic, channel) for topic/channel create/delete (lookupd peers listen)
         self.listeners: list[Callable[[str, Topic, Channel | None], None]] = []
-        #: the nsqlookupd registration loop, once the program has created it (PUT /config reaches it here)
-        self.lookup: LookupLoop | None = None
         self.data_path = os.path.abspath(opts.data_path or os.getcwd())
-        #: real ports once listening (-1 for a unix socket), for /info and lookupd
-        self.tcp_port = 0
-        #: the server TLS context when --tls-cert/--tls-key are set (tls_v1 and HTTPS need it)
-        self.tls_context: ssl.SSLContext | None = None
-        #: set when --auth-http-address is given: clients must AUTH before PUB/SUB
-        self.auth_servers: AuthServers | None = None
-        if opts.auth_http_addresses:
-            self.auth_servers = AuthServers(list(opts.auth_http_addresses), opts.auth_http_request_method,
-                                            opts.http_client_connect_timeout / 1e9,
-                                            opts.http_client_request_timeout / 1e9, logger)
-        self.http_port = 0
-        self.https_port = 0
+        #: the front doors' TLS context and auth servers (context.ServerContext), copied here by tcp/server.py
+        #: only until tcp/protocol.py reads them from the context; Any, so the core imports no cluster type
+        self.tls_context: Any = None
+        self.auth_servers: Any = None
 
     # ---- lifecycle ----------------------------------------------------------------------------
 

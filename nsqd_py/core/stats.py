@@ -24,8 +24,8 @@ import resource
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..version import NSQ_VERSION
 from .e2e import merged_result
@@ -38,40 +38,15 @@ if TYPE_CHECKING:
 Stats = dict[str, Any]
 
 
-class ClientLike(Protocol):
-    """What a stats row reads from a TCP client (the tcp front door's ClientV2)."""
-
-    client_id: str
-    hostname: str
-    remote_address: str
-    state: int
-    ready_count: int
-    in_flight_count: int
-    message_count: int
-    finish_count: int
-    requeue_count: int
-    connect_ts: int
-    sample_rate: int
-    deflate: bool
-    snappy: bool
-    user_agent: str
-    authed: bool
-    auth_identity: str
-    auth_identity_url: str
-    topology_zone: str
-    topology_region: str
-    pub_counts: dict[str, int]
-    tls: bool
-    tls_cipher_suite: str
-    tls_version: str
-    tls_negotiated_protocol: str
-    tls_negotiated_protocol_is_mutual: bool
+#: a front door's row for one of its clients (`describe(client, topic_filter)`): core/ does not know their fields
+DescribeClient = Callable[[Any, str], Stats]
 
 
-def snapshot(nsqd: NSQD, topic: str = "", channel: str = "", include_clients: bool = True,
+def snapshot(nsqd: NSQD, topic: str = "", channel: str = "", describe_client: DescribeClient | None = None,
              include_mem: bool = True) -> Stats:
-    """The `/stats?format=json` document: version, health, start_time, topics, [memory], producers."""
-    topics, producers = _topics_and_producers(nsqd, topic, channel, include_clients)
+    """The `/stats?format=json` document: version, health, start_time, topics, [memory], producers.
+    Without ``describe_client`` clients are left out (nsqd's `include_clients=false`)."""
+    topics, producers = _topics_and_producers(nsqd, topic, channel, describe_client)
     stats: Stats = {"version": NSQ_VERSION, "health": nsqd.health(), "start_time": nsqd.start_time,
                     "topics": topics}
     if include_mem:
@@ -81,7 +56,7 @@ def snapshot(nsqd: NSQD, topic: str = "", channel: str = "", include_clients: bo
 
 
 def _topics_and_producers(nsqd: NSQD, topic_filter: str, channel_filter: str,
-                          include_clients: bool) -> tuple[list[Stats] | None, list[Stats] | None]:
+                          describe: DescribeClient | None) -> tuple[list[Stats] | None, list[Stats] | None]:
     if topic_filter:
         found = nsqd.topics.get(topic_filter)
         if found is None:
@@ -99,11 +74,11 @@ def _topics_and_producers(nsqd: NSQD, topic_filter: str, channel_filter: str,
             channels = [picked]
         else:
             channels = sorted(t.channels.values(), key=lambda c: c.name)
-        channel_rows = [channel_stats(c, quantiles, topic_filter, include_clients) for c in channels]
+        channel_rows = [channel_stats(c, quantiles, topic_filter, describe) for c in channels]
         rows.append(topic_stats(t, channel_rows, quantiles))
     producers = None
-    if include_clients:
-        producers = [client_stats(c, topic_filter) for c in nsqd.clients.values() if c.pub_counts] or None
+    if describe is not None:  # producers: the clients that have published
+        producers = [describe(c, topic_filter) for c in nsqd.clients.values() if c.pub_counts] or None
     return rows, producers
 
 
@@ -121,7 +96,7 @@ def topic_stats(topic: Topic, channel_rows: list[Stats], quantiles: Sequence[flo
 
 
 def channel_stats(channel: Channel, quantiles: Sequence[float], topic_filter: str = "",
-                  include_clients: bool = True) -> Stats:
+                  describe: DescribeClient | None = None) -> Stats:
     """One channel row. nsqd (HEAD) also has zone/region/global message counts here, left out when 0;
     the core does not count them, so they are always left out."""
     clients = channel.clients
@@ -135,56 +110,10 @@ def channel_stats(channel: Channel, quantiles: Sequence[float], topic_filter: st
         "requeue_count": channel.requeue_count,
         "timeout_count": channel.timeout_count,
         "client_count": len(clients),
-        "clients": [client_stats(c, topic_filter) for c in clients] if include_clients else None,
+        "clients": [describe(c, topic_filter) for c in clients] if describe is not None else None,
         "paused": channel.paused,
         "e2e_processing_latency": channel_e2e_latency(channel, quantiles),
     }
-
-
-def client_stats(client: ClientLike, topic_filter: str = "") -> Stats:
-    """One client row, in ClientV2Stats' order, with its omitempty fields left out when empty."""
-    row: Stats = {
-        "client_id": client.client_id,
-        "hostname": client.hostname,
-        "version": "V2",
-        "remote_address": client.remote_address,
-        "state": client.state,
-        "ready_count": client.ready_count,
-        "in_flight_count": client.in_flight_count,
-        "message_count": client.message_count,
-        "finish_count": client.finish_count,
-        "requeue_count": client.requeue_count,
-        "connect_ts": client.connect_ts,
-        "sample_rate": client.sample_rate,
-        "deflate": client.deflate,
-        "snappy": client.snappy,
-        "user_agent": client.user_agent,
-    }
-    if client.authed:
-        row["authed"] = True
-    if client.auth_identity:
-        row["auth_identity"] = client.auth_identity
-    if client.auth_identity_url:
-        row["auth_identity_url"] = client.auth_identity_url
-    row["topology_zone"] = client.topology_zone
-    row["topology_region"] = client.topology_region
-    pub_counts = _first_pub_count(client.pub_counts, topic_filter)
-    if pub_counts:
-        row["pub_counts"] = pub_counts
-    row["tls"] = client.tls
-    row["tls_cipher_suite"] = client.tls_cipher_suite
-    row["tls_version"] = client.tls_version
-    row["tls_negotiated_protocol"] = client.tls_negotiated_protocol
-    row["tls_negotiated_protocol_is_mutual"] = client.tls_negotiated_protocol_is_mutual
-    return row
-
-
-def _first_pub_count(pub_counts: dict[str, int], topic_filter: str) -> list[Stats]:
-    """nsqd's loop `break`s after the first entry it keeps, so there is never more than one."""
-    for topic, count in pub_counts.items():
-        if not topic_filter or topic == topic_filter:
-            return [{"topic": topic, "count": count}]
-    return []
 
 
 # ---- end-to-end processing latency ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 import falcon
 
 from ..durations import format_duration
+from ..gocompat import join_host_port
 from ..log import INFO, Logger
 from .responses import APIError, Handler
 
@@ -58,4 +59,4 @@ def remote_address(env: dict[str, Any]) -> str:
         return "@"
     if host.startswith("::ffff:"):
         host = host[7:]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return join_host_port(host, port)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import falcon
 
-from ..core.nsqd import NSQD
+from ..context import ServerContext
 from ..options import TLS_REQUIRED
 from .config import Config
 from .metrics import Metrics
@@ -24,23 +24,24 @@ _ACTIONS = ("create", "delete", "empty", "pause", "unpause")
 class _TLSRequired:
     """`--tls-required=true` on the plain-HTTP server: every request gets nsqd's 403 (unlogged)."""
 
-    def __init__(self, nsqd: NSQD) -> None:
-        self.nsqd = nsqd
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.status = status_line(403)
         resp.set_header(*NSQ_CONTENT_TYPE)
         resp.content_type = JSON_TYPE
-        resp.data = f'{{"message": "TLS_REQUIRED", "https_port": {self.nsqd.https_port}}}'.encode()
+        resp.data = f'{{"message": "TLS_REQUIRED", "https_port": {self.ctx.https_port}}}'.encode()
         resp.complete = True
 
 
-def create_app(nsqd: NSQD, tls_enabled: bool = False) -> falcon.App:
+def create_app(ctx: ServerContext, tls_enabled: bool = False) -> falcon.App:
     """``tls_enabled``: this app serves the HTTPS listener (so TLS-required does not turn it away)."""
-    middleware = [] if tls_enabled or nsqd.opts.tls_required != TLS_REQUIRED else [_TLSRequired(nsqd)]
+    nsqd = ctx.nsqd
+    middleware = [] if tls_enabled or nsqd.opts.tls_required != TLS_REQUIRED else [_TLSRequired(ctx)]
     app = falcon.App(media_type=None, router=Router(nsqd.logger), middleware=middleware)
     app.add_route("/ping", Ping(nsqd), plain=True)
-    app.add_route("/info", Info(nsqd))
+    app.add_route("/info", Info(ctx))
     app.add_route("/stats", Stats(nsqd))
     app.add_route("/metrics", Metrics(nsqd), plain=True)
     app.add_route("/pub", Pub(nsqd), log=False)
@@ -49,5 +50,5 @@ def create_app(nsqd: NSQD, tls_enabled: bool = False) -> falcon.App:
     for action in _ACTIONS:
         app.add_route(f"/topic/{action}", topics, suffix=action)
         app.add_route(f"/channel/{action}", channels, suffix=action)
-    app.add_route("/config/{opt}", Config(nsqd))
+    app.add_route("/config/{opt}", Config(ctx))
     return app

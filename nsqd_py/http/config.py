@@ -12,9 +12,9 @@ from typing import Any
 import falcon
 import orjson
 
-from ..core.nsqd import NSQD
+from ..context import ServerContext
 from ..log import LEVELS_BY_NAME
-from .pub import read_body
+from .body import read_body
 from .responses import APIError
 
 #: lg.ParseLogLevel: these names in any case, nothing else (no "warning", no surrounding space).
@@ -22,8 +22,9 @@ _LOG_LEVELS = {name: LEVELS_BY_NAME[name] for name in ("debug", "info", "warn", 
 
 
 class Config:
-    def __init__(self, nsqd: NSQD) -> None:
-        self.nsqd = nsqd
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+        self.nsqd = ctx.nsqd
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, opt: str) -> Any:
         try:
@@ -40,10 +41,8 @@ class Config:
         if opt == "nsqlookupd_tcp_addresses":
             addresses = _string_list(body)
             self.nsqd.opts.nsqlookupd_tcp_addresses = addresses
-            if self.nsqd.lookup is not None:  # nsqd's triggerOptsNotification: the lookup loop reconciles peers
-                self.nsqd.lookup.set_peers(addresses)
-            if self.nsqd.lookup is not None:
-                self.nsqd.lookup.set_peers(self.nsqd.opts.nsqlookupd_tcp_addresses)
+            if self.ctx.lookup is not None:  # nsqd's triggerOptsNotification: the lookup loop reconciles peers
+                self.ctx.lookup.set_peers(addresses)
         elif opt == "log_level":
             level = _LOG_LEVELS.get(body.decode("utf-8", "replace").lower())
             if level is None:

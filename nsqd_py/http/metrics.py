@@ -52,7 +52,7 @@ class SnapshotCollector(Collector):
         self.nsqd = nsqd
 
     def collect(self) -> Iterator[Metric]:
-        snap = stats.snapshot(self.nsqd, include_clients=False, include_mem=False)
+        snap = stats.snapshot(self.nsqd, include_mem=False)
         info = GaugeMetricFamily("nsq_info", "nsqd version (always 1).", labels=["version"])
         info.add_metric([NSQ_VERSION], 1)
         yield info

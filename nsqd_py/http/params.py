@@ -1,4 +1,5 @@
-"""Query strings read the way nsqd reads them (Go's `url.ParseQuery`), and nsqd's boolean parameters."""
+"""Query strings read the way nsqd reads them (Go's `url.ParseQuery`), nsqd's boolean parameters and its
+topic/channel arguments."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from urllib.parse import unquote_to_bytes
 
 import falcon
 
+from ..core.errors import ExitingError
 from ..core.names import is_valid_name
+from ..core.nsqd import NSQD
+from ..core.topic import Topic
 from .responses import APIError
 
 #: nsqd's `boolParams`; anything else (or nothing) means the parameter's default.
@@ -78,3 +82,17 @@ def topic_channel_args(req: falcon.Request) -> tuple[str, str]:
     if not is_valid_name(channel):
         raise APIError(400, "INVALID_ARG_CHANNEL")
     return topic, channel
+
+
+def topic_from_query(nsqd: NSQD, req: falcon.Request) -> tuple[Query, Topic]:
+    """nsqd's `getTopicFromQuery`: the topic named by `topic=`, created if new."""
+    query = request_query(req)
+    name = first(query, "topic")
+    if name is None:
+        raise APIError(400, "MISSING_ARG_TOPIC")
+    if not is_valid_name(name):
+        raise APIError(400, "INVALID_TOPIC")
+    try:
+        return query, nsqd.get_topic(name)
+    except ExitingError:
+        raise APIError(503, "EXITING") from None

@@ -1,8 +1,4 @@
-"""POST /pub and POST /mpub, with nsqd's checks in nsqd's order.
-
-Bodies are read through a cap of limit + 1 bytes, so "too big" is detected the same way whether the size was
-announced (Content-Length), not announced, or chunked; nothing past the cap is read into memory.
-"""
+"""POST /pub and POST /mpub, with nsqd's checks in nsqd's order (bodies read through body.py's cap)."""
 
 from __future__ import annotations
 
@@ -10,58 +6,16 @@ import struct
 
 import falcon
 
-from ..core.diskqueue import BackendError
-from ..core.errors import ExitingError
-from ..core.names import is_valid_name
+from ..core.errors import BackendError, ExitingError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..durations import MILLISECOND
-from .params import BOOL_PARAMS, Query, first, request_query
+from .body import read_body, read_body_until_broken
+from .params import BOOL_PARAMS, Query, first, topic_from_query
 from .responses import APIError
 
 _INT32 = struct.Struct(">i")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_READ_PIECE = 1 << 16
-
-
-def read_body(req: falcon.Request, limit: int) -> bytes:
-    """Up to ``limit + 1`` bytes of the body (the server's wsgi.input ends where the body ends)."""
-    try:
-        return req.stream.read(limit + 1)
-    except (OSError, ValueError):  # the client hung up mid-body or sent broken chunking
-        raise APIError(500, "INTERNAL_ERROR") from None
-
-
-def read_body_until_broken(req: falcon.Request, limit: int) -> bytes:
-    """Up to ``limit + 1`` bytes of the body, ending early where the body breaks off: nsqd parses a binary
-    MPUB while reading it, so a body that breaks after its declared messages still publishes them."""
-    parts: list[bytes] = []
-    total = 0
-    while total <= limit:
-        try:
-            piece = req.stream.read(min(_READ_PIECE, limit + 1 - total))
-        except (OSError, ValueError) as exc:
-            parts.append(getattr(exc, "partial", b""))  # our server says what arrived before the break
-            break
-        if not piece:
-            break
-        parts.append(piece)
-        total += len(piece)
-    return b"".join(parts)
-
-
-def topic_from_query(nsqd: NSQD, req: falcon.Request) -> tuple[Query, Topic]:
-    """nsqd's `getTopicFromQuery`: the topic named by `topic=`, created if new."""
-    query = request_query(req)
-    name = first(query, "topic")
-    if name is None:
-        raise APIError(400, "MISSING_ARG_TOPIC")
-    if not is_valid_name(name):
-        raise APIError(400, "INVALID_TOPIC")
-    try:
-        return query, nsqd.get_topic(name)
-    except ExitingError:
-        raise APIError(503, "EXITING") from None
 
 
 def _publish(topic: Topic, bodies: list[bytes], deferred: float = 0.0) -> None:

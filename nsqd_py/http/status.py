@@ -8,8 +8,10 @@ from typing import Any
 
 import falcon
 
+from ..context import ServerContext
 from ..core import stats
 from ..core.nsqd import NSQD
+from ..tcp.client_stats import client_stats
 from ..version import NSQ_VERSION
 from .params import bool_param, first, request_query
 from .responses import APIError
@@ -28,18 +30,18 @@ class Ping:
 
 
 class Info:
-    def __init__(self, nsqd: NSQD) -> None:
-        self.nsqd = nsqd
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> dict[str, Any]:
-        nsqd, opts = self.nsqd, self.nsqd.opts
+        ctx, opts = self.ctx, self.ctx.opts
         return {
             "version": NSQ_VERSION,
             "broadcast_address": opts.broadcast_address,
             "hostname": socket.gethostname(),
-            "http_port": nsqd.http_port,
-            "tcp_port": nsqd.tcp_port,
-            "start_time": nsqd.start_time,
+            "http_port": ctx.http_port,
+            "tcp_port": ctx.tcp_port,
+            "start_time": ctx.nsqd.start_time,
             "max_heartbeat_interval": opts.max_heartbeat_interval,
             "max_output_buffer_size": opts.max_output_buffer_size,
             "max_output_buffer_timeout": opts.max_output_buffer_timeout,
@@ -61,7 +63,7 @@ class Stats:
             self.nsqd,
             topic=first(query, "topic") or "",
             channel=first(query, "channel") or "",
-            include_clients=bool_param(query, "include_clients"),
+            describe_client=client_stats if bool_param(query, "include_clients") else None,
             include_mem=bool_param(query, "include_mem"),
         )
         if first(query, "format") == "json":

@@ -13,8 +13,7 @@ from ..core.channel import Channel
 from ..core.names import is_valid_name
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
-from .params import first, request_query, topic_channel_args
-from .pub import topic_from_query
+from .params import first, request_query, topic_channel_args, topic_from_query
 from .responses import APIError
 
 

@@ -19,6 +19,7 @@ from gevent.server import StreamServer
 
 from ..core.names import is_valid_name
 from ..durations import format_duration
+from ..gojson import decode_struct
 from ..listen import display_address
 from ..tcp.server import peer_address
 from ..version import NSQ_VERSION
@@ -31,8 +32,9 @@ _SIZE = struct.Struct(">i")
 _MAGIC_V1 = b"  V1"
 #: the largest IDENTIFY body read (nsqlookupd has no limit; nsqd's default --max-body-size)
 _MAX_BODY = 5 * 1024 * 1024
-_PEER_FIELDS = {"hostname": str, "broadcast_address": str, "tcp_port": int, "http_port": int, "version": str,
-                "topology_zone": str, "topology_region": str}
+#: nsqlookupd's PeerInfo struct for gojson: json name -> (Go kind, int bits)
+_PEER_STRUCT = {"hostname": (str, 0), "broadcast_address": (str, 0), "tcp_port": (int, 64), "http_port": (int, 64),
+                "version": (str, 0), "topology_zone": (str, 0), "topology_region": (str, 0)}
 
 
 class ClientError(Exception):
@@ -236,16 +238,6 @@ def _topic_channel(command: str, params: list[str]) -> tuple[str, str]:
 
 
 def _decode_peer(body: bytes, peer: PeerInfo) -> None:
-    """Go's json.Unmarshal into PeerInfo: unknown keys ignored, a known key of the wrong type is an error."""
-    data = orjson.loads(body)
-    if data is None:
-        return
-    if not isinstance(data, dict):
-        raise ValueError("json: cannot unmarshal into Go value of type nsqlookupd.PeerInfo")
-    for key, kind in _PEER_FIELDS.items():
-        value = data.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise ValueError(f"json: cannot unmarshal into Go struct field PeerInfo.{key}")
+    """Go's json.Unmarshal into PeerInfo (gojson.py has the rules); GoJSONError, a ValueError, when it fails."""
+    for key, value in decode_struct(body, _PEER_STRUCT).items():
         setattr(peer, key, value)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from ..gocompat import go_quote
+
+__all__ = ["ClientError", "FatalClientError", "client_text", "go_quote"]  # go_quote: protocol.py imports it here
+
 
 class ClientError(Exception):
     """An error the client caused; sent as an error frame. Only FIN/REQ/TOUCH failures are non-fatal."""
@@ -28,25 +32,3 @@ def client_text(raw: bytes) -> str:
     """Bytes a client sent, for an error text that echoes them: Go echoes them unchanged, so invalid UTF-8
     is kept (as surrogate escapes that ``payload`` turns back into the same bytes)."""
     return raw.decode("utf-8", "surrogateescape")
-
-
-def go_quote(raw: bytes) -> str:
-    """Render bytes like Go's `%q` on a string: escapes for quotes, controls and invalid UTF-8."""
-    out = ['"']
-    text = raw.decode("utf-8", "surrogateescape")
-    simple = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-              "\t": "\\t", "\v": "\\v"}
-    for ch in text:
-        code = ord(ch)
-        if ch in simple:
-            out.append(simple[ch])
-        elif 0xDC80 <= code <= 0xDCFF:  # an undecodable byte kept by surrogateescape
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif not ch.isprintable():
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)

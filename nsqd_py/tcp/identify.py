@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .gojson import decode_struct
+from ..gojson import decode_struct
 
 # (json key, Go field name, type) in the order of nsqd's struct, which is also its log dump order.
 _FIELDS: tuple[tuple[str, str, type], ...] = (

@@ -8,7 +8,8 @@ import struct
 
 from gevent.server import StreamServer
 
-from ..core.nsqd import NSQD
+from ..context import ServerContext
+from ..gocompat import join_host_port
 from ..listen import display_address, remove_socket_file, unix_path
 from .client import ClientV2
 from .protocol import ProtocolV2
@@ -24,19 +25,22 @@ def peer_address(sock: socket.socket, address: object) -> str:
     host, port = address[:2]  # type: ignore[index]
     if host.startswith("::ffff:"):
         host = host[7:]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return join_host_port(host, port)
 
 
 class TCPServer:
     """Accepts protocol V2 clients for one NSQD."""
 
-    def __init__(self, nsqd: NSQD, listener: socket.socket) -> None:
-        self.nsqd = nsqd
+    def __init__(self, ctx: ServerContext, listener: socket.socket) -> None:
+        self.nsqd = nsqd = ctx.nsqd
+        # Bridge until tcp/protocol.py reads TLS and auth from the context it is given (issue 15 follow-up).
+        nsqd.tls_context = ctx.tls_context
+        nsqd.auth_servers = ctx.auth_servers
         self.listener = listener
         self.address = display_address(listener)
         self._unix_path = unix_path(listener)
         self.connections: dict[int, ClientV2] = {}
-        self._server = StreamServer(listener, self._handle)
+        self._server = StreamServer(listener, self.handle)
 
     def start(self) -> None:
         self.nsqd.logger.info(f"TCP: listening on {self.address}")
@@ -51,7 +55,8 @@ class TCPServer:
         for client in list(self.connections.values()):
             client.close()
 
-    def _handle(self, sock: socket.socket, address: object) -> None:
+    def handle(self, sock: socket.socket, address: object) -> None:
+        """Serve one accepted connection until it ends (the StreamServer calls it; in-process tests too)."""
         log = self.nsqd.logger
         remote = peer_address(sock, address)
         if sock.family != socket.AF_UNIX:

@@ -60,10 +60,6 @@ class FileLogger:
         self._pending: list[bytes] = []
         self._members = 0  # gzip members written to this file
 
-    @property
-    def is_open(self) -> bool:
-        return self._fd is not None
-
     def log(self, level: int, msg: str) -> None:
         self._log(level, f"{self._tag} {msg}")
 

@@ -9,8 +9,8 @@ from contextlib import ExitStack
 
 import gnsq
 
-from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, settle, wait_until
-from tests.support import NsqdProcess
+from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, settle
+from tests.support import NsqdProcess, wait_until
 
 
 def bodies(prefix: str) -> list[bytes]:

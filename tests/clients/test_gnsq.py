@@ -11,8 +11,8 @@ import gnsq
 import pytest
 from gnsq import protocol as gproto
 
-from tests.clients.util import GnsqCollector, gnsq_connection, gnsq_producer, pause, settle, wait_until
-from tests.support import NsqdProcess
+from tests.clients.util import GnsqCollector, gnsq_connection, gnsq_producer, pause, settle
+from tests.support import NsqdProcess, wait_until
 
 
 def test_producer_publish_and_multipublish(shared_nsqd: NsqdProcess, cleanup: ExitStack,

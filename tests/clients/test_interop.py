@@ -7,16 +7,8 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from tests.clients.util import (
-    GnsqCollector,
-    IOLoopThread,
-    PynsqReader,
-    PynsqWriter,
-    gnsq_producer,
-    settle,
-    wait_until,
-)
-from tests.support import NsqdProcess
+from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, gnsq_producer, settle
+from tests.support import NsqdProcess, wait_until
 
 
 def bodies_for(prefix: str) -> list[bytes]:

@@ -7,17 +7,9 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from tests.clients.util import (
-    IOLoopThread,
-    NsqdFactory,
-    PynsqReader,
-    PynsqWriter,
-    pause,
-    publish,
-    settle,
-    wait_until,
-)
-from tests.support import NsqdProcess
+from tests.clients.util import IOLoopThread, NsqdFactory, PynsqReader, PynsqWriter, pause, settle
+from tests.protocol.raw import publish
+from tests.support import NsqdProcess, wait_until
 
 
 def test_pub_then_consume_exact_bodies(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from tests.clients.util import GnsqCollector, NsqdFactory, publish, wait_until
+from tests.clients.util import GnsqCollector, NsqdFactory
+from tests.protocol.raw import publish
+from tests.support import wait_until
 
 
 def test_gnsq_consumer_reconnects_and_gets_in_flight_messages_back(nsqd_factory: NsqdFactory, cleanup: ExitStack,

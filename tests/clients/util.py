@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -20,19 +19,7 @@ import gnsq
 import nsq
 from tornado.ioloop import IOLoop
 
-from tests.support import FRAME_RESPONSE, Message, NsqdProcess, RawConn, mpub_body
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.02, what: str = "") -> Any:
-    """Poll ``predicate`` (yielding to gevent) until truthy; return its value or fail at the timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        gevent.sleep(interval)
+from tests.support import NsqdProcess, wait_until
 
 
 def settle(count: Callable[[], int], quiet: float = 1.0, timeout: float = 20) -> int:
@@ -264,64 +251,3 @@ def gnsq_connection(port: int, **kwargs: Any) -> gnsq.NsqdTCPClient:
 
 
 NsqdFactory = Callable[..., NsqdProcess]
-
-
-def pub(conn: RawConn, topic: str, body: bytes) -> None:
-    """PUB on ``conn`` and expect OK (use a connection that cannot receive messages at the same time)."""
-    conn.send(f"PUB {topic}", body)
-    assert conn.frame() == (FRAME_RESPONSE, b"OK")
-
-
-def publish(port: int, topic: str, *bodies: bytes) -> None:
-    """PUB (one body) or MPUB (several) from a short-lived connection."""
-    conn = RawConn(port)
-    try:
-        if len(bodies) == 1:
-            conn.send(f"PUB {topic}", bodies[0])
-        else:
-            conn.send(f"MPUB {topic}", mpub_body(list(bodies)))
-        assert conn.frame() == (FRAME_RESPONSE, b"OK")
-    finally:
-        conn.close()
-
-
-def raw_subscriber(port: int, topic: str, channel: str, rdy: int | None = None, **identify: Any) -> RawConn:
-    conn = RawConn(port)
-    if identify:
-        reply = conn.identify(**identify)
-        assert isinstance(reply, dict), reply
-    assert conn.sub(topic, channel) == (FRAME_RESPONSE, b"OK")
-    if rdy is not None:
-        conn.send(f"RDY {rdy}")
-    return conn
-
-
-def recv_message(conn: RawConn, timeout: float = 5) -> Message:
-    conn.sock.settimeout(timeout)
-    return conn.message()
-
-
-class UnixConn(RawConn):
-    """:class:`RawConn` over a unix domain socket."""
-
-    def __init__(self, path: str, timeout: float = 5) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
-        self.sock.sendall(b"  V2")
-        self.buf = b""
-
-
-
-
-class TinyWindowConn(RawConn):
-    """:class:`RawConn` over TCP whose receive buffer is set tiny before connecting, so a client that stops
-    reading pushes back on the server almost at once."""
-
-    def __init__(self, port: int, rcvbuf: int = 4096, timeout: float = 5) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.settimeout(timeout)
-        self.sock.connect(("127.0.0.1", port))
-        self.sock.sendall(b"  V2")
-        self.buf = b""

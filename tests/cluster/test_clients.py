@@ -9,9 +9,9 @@ import gnsq
 import nsq
 import requests
 
-from tests.clients.util import IOLoopThread, settle, wait_until
+from tests.clients.util import IOLoopThread, settle
 from tests.cluster.util import LookupdProcess
-from tests.support import NsqdProcess, RawConn, mpub_body
+from tests.support import NsqdProcess, RawConn, mpub_body, wait_until
 
 
 def _publish(nsqd: NsqdProcess, topic: str, bodies: list[bytes]) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from nsqd_py.core import e2e
 from nsqd_py.core.e2e import SAMPLE_CAP, E2ELatency, merged_result
-from tests.support import FRAME_MESSAGE, Message, RawConn, mpub_body, wait_for
+from tests.support import FRAME_MESSAGE, Message, RawConn, mpub_body, wait_until
 
 SECOND = 1_000_000_000
 
@@ -100,7 +100,7 @@ def test_stats_report_channel_and_topic_latency(nsqd_factory) -> None:
         (topic,) = nsqd.stats(topic="lat")["topics"]
         return topic["channels"][0]["e2e_processing_latency"]["count"]
 
-    wait_for(lambda: finished() == 4, timeout=10)
+    wait_until(lambda: finished() == 4, timeout=10)
     (topic,) = nsqd.stats(topic="lat")["topics"]
     done, idle_row = topic["channels"]
     assert done["e2e_processing_latency"]["count"] == 4

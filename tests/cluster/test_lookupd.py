@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.cluster.util import NSQLOOKUPD_BIN, LookupdProcess, RawLookupConn
-from tests.support import free_port, wait_for
+from tests.support import free_port, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_identify_reply_and_registration(lookupd: LookupdProcess) -> None:
     finally:
         conn.close()
     # closing the connection drops every registration of that producer
-    wait_for(lambda: lookupd.producers("t1") == [] and lookupd.producers("t2") == [])
+    wait_until(lambda: lookupd.producers("t1") == [] and lookupd.producers("t2") == [])
 
 
 def test_unregister_and_ephemeral(lookupd: LookupdProcess) -> None:
@@ -138,7 +138,7 @@ def test_inactive_and_tombstoned_producers(lookupd_factory) -> None:
         conn.identify(http_port=4151)
         conn.command("REGISTER t")
         assert len(lookupd.producers("t")) == 1
-        wait_for(lambda: lookupd.producers("t") == [], timeout=10)
+        wait_until(lambda: lookupd.producers("t") == [], timeout=10)
         assert lookupd.get("/nodes").json()["producers"] == []
         assert conn.command("PING") == b"OK"
         assert len(lookupd.producers("t")) == 1
@@ -150,6 +150,7 @@ def test_inactive_and_tombstoned_producers(lookupd_factory) -> None:
         conn.close()
 
 
+@pytest.mark.process
 def test_command_line(tmp_path) -> None:
     out = subprocess.run([str(NSQLOOKUPD_BIN), "--version"], capture_output=True, text=True, timeout=20)
     assert out.returncode == 0 and out.stdout.startswith("nsqlookupd v1.3.0")
@@ -168,6 +169,6 @@ def test_command_line(tmp_path) -> None:
     config.write_text('tombstone_lifetime = "2s"\nlog_prefix = "[lk] "\n')
     proc = LookupdProcess(tmp_path, f"--config={config}").start()
     try:
-        wait_for(lambda: "[lk] " in proc.log() and "TCP: listening on" in proc.log(), timeout=10)
+        wait_until(lambda: "[lk] " in proc.log() and "TCP: listening on" in proc.log(), timeout=10)
     finally:
         proc.stop()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import FRAME_MESSAGE, Message, RawConn, mpub_body, wait_for
+from tests.support import FRAME_MESSAGE, Message, RawConn, mpub_body, wait_until
 
 
 def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -29,7 +29,7 @@ def test_metrics_follow_the_stats(nsqd_factory) -> None:
     assert ftype == FRAME_MESSAGE
     consumer.send(b"FIN " + Message.parse(data).id)
     consumer.send("RDY 0")
-    wait_for(lambda: nsqd.stats(topic="prom")["topics"][0]["channels"][0]["e2e_processing_latency"]["count"] == 1)
+    wait_until(lambda: nsqd.stats(topic="prom")["topics"][0]["channels"][0]["e2e_processing_latency"]["count"] == 1)
     requests.post(f"{nsqd.http_url}/topic/create", params={"topic": "empty"}, timeout=5)
 
     samples = _samples(nsqd.http_url)

@@ -9,7 +9,7 @@ import requests
 
 from tests.cluster.conftest import LookupdFactory
 from tests.cluster.util import LookupdProcess
-from tests.support import NsqdProcess, RawConn, free_port, wait_for
+from tests.support import NsqdProcess, RawConn, free_port, wait_until
 
 
 def _post(nsqd: NsqdProcess, path: str, **params: str) -> None:
@@ -27,7 +27,7 @@ def _debug_keys(lookupd: LookupdProcess) -> set[str]:
 
 def test_register_and_unregister(lookupd: LookupdProcess, cluster_nsqd) -> None:
     nsqd = cluster_nsqd(lookupd)
-    wait_for(lambda: lookupd.get("/nodes").json()["producers"])
+    wait_until(lambda: lookupd.get("/nodes").json()["producers"])
     (node,) = lookupd.get("/nodes").json()["producers"]
     assert (node["broadcast_address"], node["tcp_port"], node["http_port"], node["version"]) == (
         "127.0.0.1", nsqd.tcp_port, nsqd.http_port, "1.3.0")
@@ -38,14 +38,14 @@ def test_register_and_unregister(lookupd: LookupdProcess, cluster_nsqd) -> None:
             f"HTTPPort:{lookupd.http_port} Version:1.3.0 BroadcastAddress:127.0.0.1}}") in log
 
     _post(nsqd, "/topic/create", topic="reg")
-    wait_for(lambda: _registered(lookupd, nsqd, "reg"))
+    wait_until(lambda: _registered(lookupd, nsqd, "reg"))
     _post(nsqd, "/channel/create", topic="reg", channel="c1")
-    wait_for(lambda: "channel:reg:c1" in _debug_keys(lookupd))
+    wait_until(lambda: "channel:reg:c1" in _debug_keys(lookupd))
     _post(nsqd, "/channel/delete", topic="reg", channel="c1")
-    wait_for(lambda: "channel:reg:c1" not in _debug_keys(lookupd))
+    wait_until(lambda: "channel:reg:c1" not in _debug_keys(lookupd))
     assert _registered(lookupd, nsqd, "reg")
     _post(nsqd, "/topic/delete", topic="reg")
-    wait_for(lambda: not _registered(lookupd, nsqd, "reg"))
+    wait_until(lambda: not _registered(lookupd, nsqd, "reg"))
     assert "topic:reg:" not in _debug_keys(lookupd)
     assert f"LOOKUPD({lookupd.tcp_address}): topic UNREGISTER reg" in nsqd.log()
 
@@ -55,9 +55,9 @@ def test_ephemeral_topic_goes_away_with_its_last_consumer(lookupd: LookupdProces
     conn = RawConn(nsqd.tcp_port)
     conn.identify()
     conn.sub("eph#ephemeral", "c#ephemeral")
-    wait_for(lambda: lookupd.channels("eph#ephemeral") == ["c#ephemeral"])
+    wait_until(lambda: lookupd.channels("eph#ephemeral") == ["c#ephemeral"])
     conn.close()
-    wait_for(lambda: lookupd.get("/lookup", topic="eph#ephemeral").status_code == 404)
+    wait_until(lambda: lookupd.get("/lookup", topic="eph#ephemeral").status_code == 404)
     assert lookupd.channels("eph#ephemeral") == []
 
 
@@ -66,9 +66,9 @@ def test_killed_nsqd_leaves_lookup(lookupd_factory: LookupdFactory, cluster_nsqd
     first, second = cluster_nsqd(lookupd), cluster_nsqd(lookupd)
     for nsqd in (first, second):
         _post(nsqd, "/topic/create", topic="kill")
-    wait_for(lambda: lookupd.producer_ports("kill") == {first.tcp_port, second.tcp_port})
+    wait_until(lambda: lookupd.producer_ports("kill") == {first.tcp_port, second.tcp_port})
     first.stop(signal.SIGKILL)
-    wait_for(lambda: lookupd.producer_ports("kill") == {second.tcp_port}, timeout=5)
+    wait_until(lambda: lookupd.producer_ports("kill") == {second.tcp_port}, timeout=5)
     assert [n["tcp_port"] for n in lookupd.get("/nodes").json()["producers"]] == [second.tcp_port]
 
 
@@ -81,28 +81,28 @@ def test_lookupd_started_after_nsqd_gets_everything(lookupd_factory: LookupdFact
     _post(nsqd, "/channel/create", topic="early", channel="ch")
     _post(nsqd, "/topic/create", topic="bare")
     lookupd.start()
-    wait_for(lambda: _registered(lookupd, nsqd, "early") and _registered(lookupd, nsqd, "bare"), timeout=10)
+    wait_until(lambda: _registered(lookupd, nsqd, "early") and _registered(lookupd, nsqd, "bare"), timeout=10)
     assert lookupd.channels("early") == ["ch"]
     assert nsqd.log().count(f"LOOKUP connecting to {lookupd.tcp_address}") >= 2
 
     lookupd.stop()
     restarted = lookupd_factory(tcp_port=lookupd.tcp_port)
-    wait_for(lambda: _registered(restarted, nsqd, "early") and restarted.channels("early") == ["ch"], timeout=10)
+    wait_until(lambda: _registered(restarted, nsqd, "early") and restarted.channels("early") == ["ch"], timeout=10)
 
 
 def test_put_config_lookupd_addresses(lookupd_factory: LookupdFactory, cluster_nsqd) -> None:
     old, new = lookupd_factory(), lookupd_factory()
     nsqd = cluster_nsqd(old)
     _post(nsqd, "/topic/create", topic="moving")
-    wait_for(lambda: _registered(old, nsqd, "moving"))
+    wait_until(lambda: _registered(old, nsqd, "moving"))
     resp = requests.put(f"{nsqd.http_url}/config/nsqlookupd_tcp_addresses", json=[new.tcp_address], timeout=5)
     assert resp.json() == [new.tcp_address]
-    wait_for(lambda: _registered(new, nsqd, "moving"))
-    wait_for(lambda: not _registered(old, nsqd, "moving"))
+    wait_until(lambda: _registered(new, nsqd, "moving"))
+    wait_until(lambda: not _registered(old, nsqd, "moving"))
     assert f"LOOKUP({old.tcp_address}): removing peer" in nsqd.log()
     resp = requests.put(f"{nsqd.http_url}/config/nsqlookupd_tcp_addresses", json=[], timeout=5)
     assert resp.json() == []
-    wait_for(lambda: not _registered(new, nsqd, "moving"))
+    wait_until(lambda: not _registered(new, nsqd, "moving"))
 
 
 def test_new_topic_gets_lookupd_channels_first(lookupd: LookupdProcess, cluster_nsqd) -> None:
@@ -110,7 +110,7 @@ def test_new_topic_gets_lookupd_channels_first(lookupd: LookupdProcess, cluster_
     lookupd.post("/channel/create", topic="pre", channel="archive")
     lookupd.post("/channel/create", topic="pre", channel="tmp#ephemeral")
     nsqd = cluster_nsqd(lookupd)
-    wait_for(lambda: lookupd.get("/nodes").json()["producers"])
+    wait_until(lambda: lookupd.get("/nodes").json()["producers"])
     conn = RawConn(nsqd.tcp_port)
     conn.send("PUB pre", b"first")
     conn.frame()
@@ -124,6 +124,6 @@ def test_unreachable_lookupd_is_logged_not_fatal(nsqd_factory) -> None:
     address = f"127.0.0.1:{free_port()}"
     nsqd = nsqd_factory(f"--lookupd-tcp-address={address}")
     _post(nsqd, "/topic/create", topic="alone")
-    wait_for(lambda: f"LOOKUPD({address}): REGISTER alone - dial tcp {address}: connect: connection refused"
+    wait_until(lambda: f"LOOKUPD({address}): REGISTER alone - dial tcp {address}: connect: connection refused"
              in nsqd.log())
     assert "no available nsqlookupd to query for channels to pre-create for topic alone" in nsqd.log()

@@ -3,56 +3,17 @@
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from tests.support import NsqdProcess
+from tests.support import NsqdProcess, Reply, go_fixture
 
-FIXTURES = Path("/work/shared/fixtures/http")
 #: the `nsqd_factory` fixture
 NsqdFactory = Callable[..., NsqdProcess]
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
-    closed: bool = False  # the server closed the connection after this reply
-
-    def header(self, name: str) -> str | None:
-        for key, value in self.headers:
-            if key.lower() == name.lower():
-                return value
-        return None
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def request(port: int, method: str, target: str, body: bytes | None = None,
-            headers: list[tuple[str, str]] | None = None, timeout: float = 10) -> Reply:
-    """One request on a fresh connection, with exactly the headers given (plus Host when not given)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    headers = headers if headers is not None else []
-    conn.putrequest(method, target, skip_host=any(k.lower() == "host" for k, _ in headers),
-                    skip_accept_encoding=True)
-    for key, value in headers:
-        conn.putheader(key, value)
-    if body is not None and not any(k.lower() in ("content-length", "transfer-encoding") for k, _ in headers):
-        conn.putheader("Content-Length", str(len(body)))
-    conn.endheaders(body)
-    resp = conn.getresponse()
-    data = resp.read()
-    reply = Reply(resp.status, resp.getheaders(), data, closed=resp.will_close)
-    conn.close()
-    return reply
 
 
 def raw_exchange(port: int, data: bytes, timeout: float = 5) -> bytes:
@@ -99,10 +60,11 @@ class Golden:
 
 
 def load_goldens() -> list[Golden]:
-    index = json.loads((FIXTURES / "requests.json").read_text())
+    fixtures = go_fixture("http")
+    index = json.loads((fixtures / "requests.json").read_text())
     goldens = []
     for entry in index["requests"]:
-        raw = (FIXTURES / entry["file"]).read_bytes()
+        raw = (fixtures / entry["file"]).read_bytes()
         _request_line, _, response = raw.partition(b"\r\n")
         head, _, body = response.partition(b"\r\n\r\n")
         header_lines = head.decode("latin-1").split("\r\n")[1:]

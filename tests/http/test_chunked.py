@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange, request
-from tests.support import NsqdProcess, RawConn, drain, mpub_body, wait_for
+from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange
+from tests.support import NsqdProcess, RawConn, drain, mpub_body, request, wait_until
 
 
 def _chunked(target: str, body: bytes, method: str = "POST") -> bytes:
@@ -92,7 +92,7 @@ def test_sigterm_flushes_and_exits_while_connections_misbehave(nsqd_factory: Nsq
     for sock in offenders:
         sock.close()
     restarted = nsqd_factory(data_path=data_path)
-    wait_for(lambda: restarted.stats(topic="keep")["topics"])
+    wait_until(lambda: restarted.stats(topic="keep")["topics"])
     channel_bodies = [m.body for m in drain(restarted.tcp_port, "keep", "after", idle=0.5)]
     assert sorted(channel_bodies) == sorted(bodies)
 

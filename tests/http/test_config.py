@@ -7,8 +7,9 @@ import json
 import pytest
 
 from nsqd_py.options import CONFIG_KEYS
-from tests.http.http_support import NsqdFactory, Reply, request
-from tests.support import NsqdProcess
+from tests.http.http_support import NsqdFactory
+from tests.inprocess import InProcessNsqd
+from tests.support import NsqdProcess, Reply, request
 
 JSON = "application/json; charset=utf-8"
 
@@ -25,8 +26,8 @@ def _error(reply: Reply, status: int, text: str) -> None:
 
 
 @pytest.mark.parametrize("key", sorted(CONFIG_KEYS))
-def test_every_option_is_readable(shared_nsqd: NsqdProcess, key: str) -> None:
-    reply = request(shared_nsqd.http_port, "GET", f"/config/{key}")
+def test_every_option_is_readable(inproc: InProcessNsqd, key: str) -> None:
+    reply = inproc.request("GET", f"/config/{key}")
     assert reply.status == 200
     assert reply.header("X-Nsq-Content-Type") == "nsq; version=1.0"
     content_type = reply.header("Content-Type")
@@ -47,8 +48,8 @@ def test_every_option_is_readable(shared_nsqd: NsqdProcess, key: str) -> None:
     ("mem_queue_size", b"10000"),
     ("statsd_mem_stats", b"true"),
 ])
-def test_values_are_nsqds_internal_ones(shared_nsqd: NsqdProcess, key: str, raw: bytes) -> None:
-    reply = request(shared_nsqd.http_port, "GET", f"/config/{key}")
+def test_values_are_nsqds_internal_ones(inproc: InProcessNsqd, key: str, raw: bytes) -> None:
+    reply = inproc.request("GET", f"/config/{key}")
     assert (reply.body, reply.header("Content-Type")) == (raw, JSON)
 
 
@@ -65,8 +66,8 @@ def test_string_options_come_back_raw(shared_nsqd: NsqdProcess) -> None:
 
 
 @pytest.mark.parametrize("key", ["nope", "queue_scan_interval", "config", "version", "MSG_TIMEOUT"])
-def test_unknown_options(shared_nsqd: NsqdProcess, key: str) -> None:
-    _error(request(shared_nsqd.http_port, "GET", f"/config/{key}"), 400, "INVALID_OPTION")
+def test_unknown_options(inproc: InProcessNsqd, key: str) -> None:
+    _error(inproc.request("GET", f"/config/{key}"), 400, "INVALID_OPTION")
 
 
 def test_put_log_level_changes_logging(nsqd_factory: NsqdFactory) -> None:
@@ -101,15 +102,14 @@ def test_put_lookupd_addresses(nsqd_factory: NsqdFactory) -> None:
 
 
 @pytest.mark.parametrize("body", [b"127.0.0.1:4160", b'"a:1"', b"[1]", b'{"a": 1}', b'["a"] x'])
-def test_put_bad_lookupd_addresses(shared_nsqd: NsqdProcess, body: bytes) -> None:
-    _error(request(shared_nsqd.http_port, "PUT", "/config/nsqlookupd_tcp_addresses", body), 400, "INVALID_VALUE")
+def test_put_bad_lookupd_addresses(inproc: InProcessNsqd, body: bytes) -> None:
+    _error(inproc.request("PUT", "/config/nsqlookupd_tcp_addresses", body), 400, "INVALID_VALUE")
 
 
-def test_put_body_is_judged_before_the_option(shared_nsqd: NsqdProcess) -> None:
-    port = shared_nsqd.http_port
-    _error(request(port, "PUT", "/config/msg_timeout", b"1s"), 400, "INVALID_OPTION")
-    _error(request(port, "PUT", "/config/nope", b""), 413, "INVALID_VALUE")
-    _error(request(port, "PUT", "/config/nope"), 413, "INVALID_VALUE")
+def test_put_body_is_judged_before_the_option(inproc: InProcessNsqd) -> None:
+    _error(inproc.request("PUT", "/config/msg_timeout", b"1s"), 400, "INVALID_OPTION")
+    _error(inproc.request("PUT", "/config/nope", b""), 413, "INVALID_VALUE")
+    _error(inproc.request("PUT", "/config/nope"), 413, "INVALID_VALUE")
 
 
 def test_put_body_limit_is_max_msg_size(nsqd_factory: NsqdFactory) -> None:

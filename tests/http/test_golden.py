@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.http_support import Golden, Reply, load_goldens, normalize_stats_text, request, shape_diff
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_for
+from tests.http.http_support import Golden, load_goldens, normalize_stats_text, shape_diff
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, mpub_body, request, wait_until
 
 GOLDENS = load_goldens()
 #: Present in the golden files but deliberately not produced yet, with the reason:
@@ -56,7 +56,7 @@ def _build_fixture_state(proc: NsqdProcess) -> list[RawConn]:
         client = billing["clients"][0]
         return billing["in_flight_count"] == 2 and client["finish_count"] == 7 and client["ready_count"] == 2
 
-    wait_for(settled)
+    wait_until(settled)
     return [consumer, producer]
 
 

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange, request
-from tests.support import NsqdProcess
+from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange
+from tests.inprocess import InProcessNsqd
+from tests.support import NsqdProcess, request
 
 ALLOW = {
     "/ping": "GET, OPTIONS",
@@ -22,9 +23,9 @@ ALLOW = {
 
 
 @pytest.mark.parametrize(("path", "allow"), ALLOW.items())
-def test_wrong_method_is_405_with_allow(shared_nsqd: NsqdProcess, path: str, allow: str) -> None:
+def test_wrong_method_is_405_with_allow(inproc: InProcessNsqd, path: str, allow: str) -> None:
     method = "DELETE" if "PUT" in allow else ("POST" if "GET" in allow else "GET")
-    reply = request(shared_nsqd.http_port, method, path)
+    reply = inproc.request(method, path)
     assert reply.status == 405
     assert reply.header("Allow") == allow
     assert reply.header("Content-Type") == "application/json; charset=utf-8"
@@ -33,40 +34,40 @@ def test_wrong_method_is_405_with_allow(shared_nsqd: NsqdProcess, path: str, all
 
 
 @pytest.mark.parametrize(("path", "allow"), ALLOW.items())
-def test_options_answers_allow_and_nothing_else(shared_nsqd: NsqdProcess, path: str, allow: str) -> None:
-    reply = request(shared_nsqd.http_port, "OPTIONS", path)
+def test_options_answers_allow_and_nothing_else(inproc: InProcessNsqd, path: str, allow: str) -> None:
+    reply = inproc.request("OPTIONS", path)
     assert reply.status == 200
     assert reply.header("Allow") == allow
     assert reply.header("Content-Length") == "0" and reply.body == b""
     assert reply.header("Content-Type") is None and reply.header("X-Nsq-Content-Type") is None
 
 
-def test_head_is_not_routed(shared_nsqd: NsqdProcess) -> None:
-    reply = request(shared_nsqd.http_port, "HEAD", "/ping")
+def test_head_is_not_routed(inproc: InProcessNsqd) -> None:
+    reply = inproc.request("HEAD", "/ping")
     assert reply.status == 405
     assert reply.header("Allow") == "GET, OPTIONS"
     assert reply.header("Content-Length") == "32", "the length of the body a GET-less 405 would have"
     assert reply.body == b""
 
 
-def test_unknown_method_is_405_on_a_known_path_and_404_elsewhere(shared_nsqd: NsqdProcess) -> None:
-    assert request(shared_nsqd.http_port, "BREW", "/pub").header("Allow") == "OPTIONS, POST"
-    assert request(shared_nsqd.http_port, "BREW", "/coffee").status == 404
+def test_unknown_method_is_405_on_a_known_path_and_404_elsewhere(inproc: InProcessNsqd) -> None:
+    assert inproc.request("BREW", "/pub").header("Allow") == "OPTIONS, POST"
+    assert inproc.request("BREW", "/coffee").status == 404
 
 
 @pytest.mark.parametrize("path", ["/", "/nope", "/PUB/x", "/config", "/config/", "/config/a/b", "/topic", "/topic/",
                                   "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile", "/stats/x"])
-def test_unknown_paths_are_404(shared_nsqd: NsqdProcess, path: str) -> None:
-    reply = request(shared_nsqd.http_port, "GET", path)
+def test_unknown_paths_are_404(inproc: InProcessNsqd, path: str) -> None:
+    reply = inproc.request("GET", path)
     assert reply.status == 404
     assert reply.body == b'{"message":"NOT_FOUND"}'
     assert reply.header("X-Nsq-Content-Type") == "nsq; version=1.0"
 
 
-def test_debug_routes_answer_like_unknown_ones(shared_nsqd: NsqdProcess) -> None:
-    assert request(shared_nsqd.http_port, "PUT", "/debug/setblockrate?rate=1").status == 404
-    assert request(shared_nsqd.http_port, "POST", "/debug/freememory").status == 404
-    assert request(shared_nsqd.http_port, "OPTIONS", "/debug/pprof/").status == 404
+def test_debug_routes_answer_like_unknown_ones(inproc: InProcessNsqd) -> None:
+    assert inproc.request("PUT", "/debug/setblockrate?rate=1").status == 404
+    assert inproc.request("POST", "/debug/freememory").status == 404
+    assert inproc.request("OPTIONS", "/debug/pprof/").status == 404
 
 
 @pytest.mark.parametrize(("path", "location"), [
@@ -80,9 +81,9 @@ def test_debug_routes_answer_like_unknown_ones(shared_nsqd: NsqdProcess) -> None
     ("//ping", "/ping"),
     ("/stats/../ping", "/ping"),
 ])
-def test_get_redirects_permanently_with_a_small_html_body(shared_nsqd: NsqdProcess, path: str,
+def test_get_redirects_permanently_with_a_small_html_body(inproc: InProcessNsqd, path: str,
                                                           location: str) -> None:
-    reply = request(shared_nsqd.http_port, "GET", path)
+    reply = inproc.request("GET", path)
     assert reply.status == 301
     assert reply.header("Location") == location
     assert reply.header("Content-Type") == "text/html; charset=utf-8"
@@ -96,18 +97,18 @@ def test_get_redirects_permanently_with_a_small_html_body(shared_nsqd: NsqdProce
     ("POST", "/Topic/Create?topic=a", "/topic/create?topic=a"),
     ("PUT", "/config/log_level/", "/config/log_level"),
 ])
-def test_other_methods_redirect_temporarily_without_body(shared_nsqd: NsqdProcess, method: str, path: str,
+def test_other_methods_redirect_temporarily_without_body(inproc: InProcessNsqd, method: str, path: str,
                                                          location: str) -> None:
-    reply = request(shared_nsqd.http_port, method, path, b"x")
+    reply = inproc.request(method, path, b"x")
     assert reply.status == 307
     assert reply.header("Location") == location
     assert reply.body == b"" and reply.header("Content-Type") is None
 
 
-def test_redirect_only_within_the_methods_routes(shared_nsqd: NsqdProcess) -> None:
-    assert request(shared_nsqd.http_port, "GET", "/pub/").status == 404, "no GET route at /pub"
-    assert request(shared_nsqd.http_port, "OPTIONS", "/ping/").status == 404, "no OPTIONS routes at all"
-    assert request(shared_nsqd.http_port, "HEAD", "/ping/").status == 404
+def test_redirect_only_within_the_methods_routes(inproc: InProcessNsqd) -> None:
+    assert inproc.request("GET", "/pub/").status == 404, "no GET route at /pub"
+    assert inproc.request("OPTIONS", "/ping/").status == 404, "no OPTIONS routes at all"
+    assert inproc.request("HEAD", "/ping/").status == 404
 
 
 def test_server_wide_options(shared_nsqd: NsqdProcess) -> None:

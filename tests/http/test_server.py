@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange, request
-from tests.support import NsqdProcess, wait_for
+from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange
+from tests.support import NsqdProcess, request, wait_until
 
 ACCESS_LINE = re.compile(r"^\[nsqd\] \d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} INFO: (\d{3}) (\S+) (\S+) "
                          r"\(127\.0\.0\.1:\d+\) \d+(?:\.\d+)?(?:ns|µs|ms|s)$", re.M)
@@ -272,7 +272,7 @@ def test_many_idle_connections_and_concurrent_clients(shared_nsqd: NsqdProcess) 
             statuses = list(pool.map(lambda i: request(shared_nsqd.http_port, "POST", "/pub?topic=conc",
                                                        b"%d" % i).status, range(300)))
         assert statuses == [200] * 300
-        wait_for(lambda: shared_nsqd.stats(topic="conc")["topics"][0]["message_count"] == 300)
+        wait_until(lambda: shared_nsqd.stats(topic="conc")["topics"][0]["message_count"] == 300)
     finally:
         for sock in idle:
             sock.close()

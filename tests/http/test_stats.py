@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.http.http_support import NsqdFactory, request
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_for
+from tests.http.http_support import NsqdFactory
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, request, wait_until
 
 TOPIC_KEYS = ["topic_name", "channels", "depth", "backend_depth", "message_count", "message_bytes", "paused",
               "e2e_processing_latency"]
@@ -215,7 +215,7 @@ def test_client_counters_follow_the_consumer(nsqd_factory: NsqdFactory) -> None:
     def client() -> dict:
         return _stats(nsqd, "&topic=cc")["topics"][0]["channels"][0]["clients"][0]
 
-    wait_for(lambda: client()["requeue_count"] == 1)
+    wait_until(lambda: client()["requeue_count"] == 1)
     row = client()
     assert row["client_id"] == "c1" and row["ready_count"] == 3
     assert row["finish_count"] == 1 and row["state"] == 3

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.http_support import request
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, drain, wait_for
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, drain, request, wait_until
 
 
 @pytest.fixture
@@ -45,7 +44,7 @@ def test_full_disk_is_reported_and_survived(small_disk: Path, nsqd_factory) -> N
         acknowledged += 1
     assert reply[0] == FRAME_ERROR and reply[1].startswith(b"E_PUB_FAILED"), reply
     assert 0 < acknowledged < 2000
-    wait_for(lambda: request(nsqd.http_port, "GET", "/ping").body != b"OK")
+    wait_until(lambda: request(nsqd.http_port, "GET", "/ping").body != b"OK")
     assert request(nsqd.http_port, "GET", "/ping").body.startswith(b"NOK - ")
     log = nsqd.log()
     assert "Traceback" not in log
@@ -58,7 +57,7 @@ def test_full_disk_is_reported_and_survived(small_disk: Path, nsqd_factory) -> N
     fresh.send("PUB full", b"again")
     assert fresh.frame() == (FRAME_RESPONSE, b"OK")
     fresh.close()
-    wait_for(lambda: request(nsqd.http_port, "GET", "/ping").body == b"OK", timeout=15)
+    wait_until(lambda: request(nsqd.http_port, "GET", "/ping").body == b"OK", timeout=15)
     depth = nsqd.stats(topic="full")["topics"][0]["depth"]
     # the failed PUB may be on disk too (written, then its fsync failed): at-least-once, never fewer
     assert acknowledged + 1 <= depth <= acknowledged + 2

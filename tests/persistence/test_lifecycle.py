@@ -21,7 +21,7 @@ from tests.support import (
     RawConn,
     drain,
     mpub_body,
-    wait_for,
+    wait_until,
 )
 
 
@@ -49,7 +49,7 @@ def test_sigterm_flushes_memory_in_flight_and_deferred(nsqd_factory, tmp_path: P
     for msg in taken[5:10]:
         consumer.send(b"REQ " + msg.id + b" 600000")  # deferred for 10 minutes
     consumer.send("NOP")
-    wait_for(lambda: proc.stats()["topics"][0]["channels"][0]["deferred_count"] == 5)
+    wait_until(lambda: proc.stats()["topics"][0]["channels"][0]["deferred_count"] == 5)
     publish(proc.tcp_port, "flush_no_channel", bodies[:50])
     assert proc.stop() == 0
     consumer.close()
@@ -95,7 +95,7 @@ def test_kill_9_loses_nothing_acknowledged_with_sync_every_1(nsqd_factory, tmp_p
     for msg in received[:40]:
         consumer.send(b"FIN " + msg.id)
     consumer.send("NOP")
-    wait_for(lambda: proc.stats()["topics"][0]["channels"][0]["in_flight_count"] == 40)
+    wait_until(lambda: proc.stats()["topics"][0]["channels"][0]["in_flight_count"] == 40)
     proc.stop(signal.SIGKILL)
 
     proc2 = nsqd_factory(*flags, data_path=data)
@@ -117,6 +117,7 @@ def test_second_nsqd_on_same_data_path_exits_1(nsqd_factory, tmp_path: Path) -> 
     assert "(possibly in use by another instance of nsqd)" in result.stderr
 
 
+@pytest.mark.process
 def test_missing_data_path_is_fatal(tmp_path: Path) -> None:
     missing = tmp_path / "nope"
     result = subprocess.run([str(NSQD_BIN), f"--data-path={missing}", "--tcp-address=127.0.0.1:0",
@@ -125,6 +126,7 @@ def test_missing_data_path_is_fatal(tmp_path: Path) -> None:
     assert f"failed to lock data-path: open {missing}: no such file or directory" in result.stderr
 
 
+@pytest.mark.process
 def test_bad_metadata_is_fatal(tmp_path: Path) -> None:
     (tmp_path / "nsqd.dat").write_text("{not json")
     proc = NsqdProcess(tmp_path)
@@ -226,7 +228,7 @@ def test_kill_9_under_load_loses_nothing_acknowledged(nsqd_factory, tmp_path: Pa
     threads = [threading.Thread(target=publish), threading.Thread(target=consume)]
     for thread in threads:
         thread.start()
-    wait_for(lambda: len(acknowledged) > 100, timeout=30)  # the load got going (fsync-bound on a slow disk)
+    wait_until(lambda: len(acknowledged) > 100, timeout=30)  # the load got going (fsync-bound on a slow disk)
     time.sleep(kill_after)
     proc.stop(signal.SIGKILL)
     stop.set()

@@ -7,9 +7,11 @@ import re
 import struct
 import time
 
+import gevent
 import pytest
 
-from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body
+from tests.inprocess import InProcessFactory, InProcessNsqd
+from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, mpub_body
 
 NEGOTIATED_KEYS = [
     "max_rdy_count", "version", "max_msg_timeout", "msg_timeout", "tls_v1", "deflate", "deflate_level",
@@ -17,8 +19,8 @@ NEGOTIATED_KEYS = [
 ]
 
 
-def test_identify_negotiated_reply_is_nsqds_exactly(shared_nsqd: NsqdProcess) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_identify_negotiated_reply_is_nsqds_exactly(inproc: InProcessNsqd) -> None:
+    conn = inproc.connect()
     conn.send("IDENTIFY", json.dumps({"feature_negotiation": True}).encode())
     ftype, data = conn.frame()
     assert ftype == FRAME_RESPONSE
@@ -29,16 +31,16 @@ def test_identify_negotiated_reply_is_nsqds_exactly(shared_nsqd: NsqdProcess) ->
     )
 
 
-def test_identify_reply_has_topology_keys_only_with_their_experiment(nsqd_factory) -> None:
+def test_identify_reply_has_topology_keys_only_with_their_experiment(inproc_factory: InProcessFactory) -> None:
     """`topology_zone`/`topology_region` come from nsqd's development branch: off unless its experiment is on."""
-    nsqd = nsqd_factory("--enable-experiment=topology-aware-consumption")
-    reply = RawConn(nsqd.tcp_port).identify(topology_zone="z1", topology_region="r1")
+    nsqd = inproc_factory(enable_experiment=["topology-aware-consumption"])
+    reply = nsqd.connect().identify(topology_zone="z1", topology_region="r1")
     assert isinstance(reply, dict) and list(reply) == [*NEGOTIATED_KEYS, "topology_region", "topology_zone"]
     assert (reply["topology_zone"], reply["topology_region"]) == ("z1", "r1")
 
 
-def test_identify_reflects_negotiated_values(shared_nsqd: NsqdProcess) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_identify_reflects_negotiated_values(inproc: InProcessNsqd) -> None:
+    conn = inproc.connect()
     reply = conn.identify(msg_timeout=5000, sample_rate=10, output_buffer_size=-1, deflate_level=9,
                           unknown_key="ignored", Client_ID="case-insensitive")
     assert isinstance(reply, dict) and list(reply) == NEGOTIATED_KEYS
@@ -47,8 +49,8 @@ def test_identify_reflects_negotiated_values(shared_nsqd: NsqdProcess) -> None:
     assert reply["deflate_level"] == 6, "capped at --max-deflate-level"
 
 
-def test_identify_without_negotiation_says_ok_and_may_repeat(shared_nsqd: NsqdProcess) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_identify_without_negotiation_says_ok_and_may_repeat(inproc: InProcessNsqd) -> None:
+    conn = inproc.connect()
     conn.send("IDENTIFY", b'{"client_id": "a"}')
     assert conn.frame() == (FRAME_RESPONSE, b"OK")
     conn.send("IDENTIFY", b'{"client_id": "b"}')
@@ -56,12 +58,12 @@ def test_identify_without_negotiation_says_ok_and_may_repeat(shared_nsqd: NsqdPr
     assert conn.sub("t_ident_twice", "c") == (FRAME_RESPONSE, b"OK")
 
 
-def test_pub_mpub_dpub_and_delivery_frames(shared_nsqd: NsqdProcess) -> None:
-    consumer = RawConn(shared_nsqd.tcp_port)
+def test_pub_mpub_dpub_and_delivery_frames(inproc: InProcessNsqd) -> None:
+    consumer = inproc.connect()
     consumer.identify()
     assert consumer.sub("t_frames", "c") == (FRAME_RESPONSE, b"OK")
     consumer.send("RDY")  # a missing count means 1
-    pub = RawConn(shared_nsqd.tcp_port)
+    pub = inproc.connect()
     before = time.time_ns()
     pub.send("PUB t_frames", b"one")
     assert pub.frame() == (FRAME_RESPONSE, b"OK")
@@ -85,36 +87,17 @@ def test_pub_mpub_dpub_and_delivery_frames(shared_nsqd: NsqdProcess) -> None:
     assert late.body == b"later" and time.monotonic() - sent >= 0.25
 
 
-def test_req_clamps_timeout_and_redelivers_with_attempts(nsqd_factory) -> None:
-    proc = nsqd_factory("--max-req-timeout=1s")
-    consumer = RawConn(proc.tcp_port)
-    consumer.identify()
-    consumer.sub("t_req", "c")
-    consumer.send("RDY 1")
-    pub = RawConn(proc.tcp_port)
-    pub.send("PUB t_req", b"r")
-    pub.frame()
-    msg = consumer.message()
-    start = time.monotonic()
-    consumer.send(b"REQ " + msg.id + b" 999999")  # clamped to 1 s, not an error
-    again = consumer.message()
-    waited = time.monotonic() - start
-    assert again.id == msg.id and again.attempts == 2
-    assert 0.8 < waited < 5
-    assert "REQ timeout 999999000000 out of range 0-1000000000. Setting to 1000000000" in proc.log()
-
-
-def test_touch_keeps_a_message_past_its_timeout(shared_nsqd: NsqdProcess) -> None:
-    consumer = RawConn(shared_nsqd.tcp_port)
+def test_touch_keeps_a_message_past_its_timeout(inproc: InProcessNsqd) -> None:
+    consumer = inproc.connect()
     consumer.identify(msg_timeout=2000)
     consumer.sub("t_touch", "c")
     consumer.send("RDY 1")
-    pub = RawConn(shared_nsqd.tcp_port)
+    pub = inproc.connect()
     pub.send("PUB t_touch", b"t")
     pub.frame()
     msg = consumer.message()
     for _ in range(6):  # 3 s in all, well past the 2 s timeout; each TOUCH comes 1.5 s before it is due
-        time.sleep(0.5)
+        gevent.sleep(0.5)
         consumer.send(b"TOUCH " + msg.id)
     consumer.send(b"FIN " + msg.id)
     consumer.send("NOP")
@@ -123,12 +106,12 @@ def test_touch_keeps_a_message_past_its_timeout(shared_nsqd: NsqdProcess) -> Non
         consumer.frame()
 
 
-def test_cls_replies_close_wait_and_stops_deliveries(shared_nsqd: NsqdProcess) -> None:
-    consumer = RawConn(shared_nsqd.tcp_port)
+def test_cls_replies_close_wait_and_stops_deliveries(inproc: InProcessNsqd) -> None:
+    consumer = inproc.connect()
     consumer.identify()
     consumer.sub("t_cls", "c")
     consumer.send("RDY 1")
-    pub = RawConn(shared_nsqd.tcp_port)
+    pub = inproc.connect()
     pub.send("MPUB t_cls", mpub_body([b"1", b"2"]))
     pub.frame()
     msg = consumer.message()
@@ -142,8 +125,8 @@ def test_cls_replies_close_wait_and_stops_deliveries(shared_nsqd: NsqdProcess) -
         consumer.frame()
 
 
-def test_heartbeats_and_read_deadline(shared_nsqd: NsqdProcess) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_heartbeats_and_read_deadline(inproc: InProcessNsqd) -> None:
+    conn = inproc.connect()
     conn.identify(heartbeat_interval=1000)
     start = time.monotonic()
     assert conn.frame(skip_heartbeats=False) == (FRAME_RESPONSE, b"_heartbeat_")
@@ -154,26 +137,26 @@ def test_heartbeats_and_read_deadline(shared_nsqd: NsqdProcess) -> None:
     # answer nothing from now on: two intervals of silence and the server hangs up
     assert conn.is_closed(wait=4.0)
     assert time.monotonic() - silent_start < 3.5
-    assert "failed to read command - i/o timeout" in shared_nsqd.log()
+    assert "failed to read command - i/o timeout" in inproc.log()
 
 
-def test_nop_has_no_reply(shared_nsqd: NsqdProcess) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_nop_has_no_reply(inproc: InProcessNsqd) -> None:
+    conn = inproc.connect()
     conn.send("NOP")
     conn.send("PUB t_nop", b"x")
     assert conn.frame() == (FRAME_RESPONSE, b"OK")
 
 
-def test_pub_allowed_while_subscribed(shared_nsqd: NsqdProcess) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_pub_allowed_while_subscribed(inproc: InProcessNsqd) -> None:
+    conn = inproc.connect()
     conn.identify()
     conn.sub("t_sub_pub", "c")
     conn.send("PUB t_sub_pub_other", b"x")
     assert conn.frame() == (FRAME_RESPONSE, b"OK")
 
 
-def test_mpub_outer_length_is_not_reconciled_like_nsqd(shared_nsqd: NsqdProcess) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_mpub_outer_length_is_not_reconciled_like_nsqd(inproc: InProcessNsqd) -> None:
+    conn = inproc.connect()
     inner = mpub_body([b"abc"])
     # the outer length claims more than the inner structure uses; nsqd reads the stream as it goes
     conn.send_raw(b"MPUB t_outer\n" + struct.pack(">i", len(inner) + 50) + inner)
@@ -182,52 +165,52 @@ def test_mpub_outer_length_is_not_reconciled_like_nsqd(shared_nsqd: NsqdProcess)
     assert conn.frame() == (FRAME_RESPONSE, b"OK")
 
 
-def test_large_mpub_split_across_reads(shared_nsqd: NsqdProcess) -> None:
+def test_large_mpub_split_across_reads(inproc: InProcessNsqd) -> None:
     bodies = [bytes([i % 256]) * 5000 for i in range(400)]
-    consumer = RawConn(shared_nsqd.tcp_port)
+    consumer = inproc.connect()
     consumer.identify()
     consumer.sub("t_bigmpub", "c")
     consumer.send("RDY 500")
-    pub = RawConn(shared_nsqd.tcp_port)
+    pub = inproc.connect()
     payload = b"MPUB t_bigmpub\n" + struct.pack(">i", len(mpub_body(bodies))) + mpub_body(bodies)
     for i in range(0, len(payload), 7777):
         pub.send_raw(payload[i : i + 7777])
-        time.sleep(0.001)
+        gevent.sleep(0.001)
     assert pub.frame() == (FRAME_RESPONSE, b"OK")
     got = sorted((consumer.message().body for _ in range(400)), key=lambda b: (b[0], len(b)))
     assert sorted(got) == sorted(bodies)
 
 
-def test_max_channel_consumers(nsqd_factory) -> None:
-    proc = nsqd_factory("--max-channel-consumers=1")
-    first = RawConn(proc.tcp_port)
+def test_max_channel_consumers(inproc_factory: InProcessFactory) -> None:
+    proc = inproc_factory(max_channel_consumers=1)
+    first = proc.connect()
     first.identify()
     assert first.sub("t_limit", "c") == (FRAME_RESPONSE, b"OK")
-    second = RawConn(proc.tcp_port)
+    second = proc.connect()
     second.identify()
     second.send("SUB t_limit c")
     assert second.frame() == (1, b"E_SUB_FAILED SUB failed consumers for t_limit:c exceeds limit of 1")
 
 
-def test_rdy_above_custom_max(nsqd_factory) -> None:
-    proc = nsqd_factory("--max-rdy-count=10", "--max-msg-size=10")
-    conn = RawConn(proc.tcp_port)
+def test_rdy_above_custom_max(inproc_factory: InProcessFactory) -> None:
+    proc = inproc_factory(max_rdy_count=10, max_msg_size=10)
+    conn = proc.connect()
     reply = conn.identify()
     assert isinstance(reply, dict) and reply["max_rdy_count"] == 10
     conn.sub("t_maxrdy", "c")
     conn.send("RDY 11")
     assert conn.frame() == (1, b"E_INVALID RDY count 11 out of range 0-10")
-    pub = RawConn(proc.tcp_port)
+    pub = proc.connect()
     pub.send("PUB t", b"x" * 11)
     assert pub.frame() == (1, b"E_BAD_MESSAGE PUB message too big 11 > 10")
 
 
-def test_delivery_frame_layout(shared_nsqd: NsqdProcess) -> None:
-    consumer = RawConn(shared_nsqd.tcp_port)
+def test_delivery_frame_layout(inproc: InProcessNsqd) -> None:
+    consumer = inproc.connect()
     consumer.identify()
     consumer.sub("t_layout", "c")
     consumer.send("RDY 1")
-    pub = RawConn(shared_nsqd.tcp_port)
+    pub = inproc.connect()
     pub.send("PUB t_layout", b"xyz")
     pub.frame()
     header = consumer._read(8)

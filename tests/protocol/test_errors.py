@@ -1,4 +1,4 @@
-"""Every protocol V2 error row of nsq-compat.md §1.2-1.4, over a raw socket to the real nsqd."""
+"""Every protocol V2 error row of nsq-compat.md §1.2-1.4, over a raw socket to an in-process nsqd."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import struct
 
 import pytest
 
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body
+from tests.inprocess import InProcessNsqd
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, RawConn, mpub_body
 
 
 def expect_fatal(conn: RawConn, payload: bytes) -> None:
@@ -24,14 +25,14 @@ def expect_error_stays_open(conn: RawConn, payload: bytes) -> None:
 
 
 @pytest.fixture
-def conn(shared_nsqd: NsqdProcess):
-    c = RawConn(shared_nsqd.tcp_port)
+def conn(inproc: InProcessNsqd):
+    c = inproc.connect()
     yield c
     c.close()
 
 
-def test_bad_magic_gets_e_bad_protocol_then_close(shared_nsqd: NsqdProcess) -> None:
-    c = RawConn(shared_nsqd.tcp_port, magic=b"  V9")
+def test_bad_magic_gets_e_bad_protocol_then_close(inproc: InProcessNsqd) -> None:
+    c = inproc.connect(magic=b"  V9")
     expect_fatal(c, b"E_BAD_PROTOCOL")
 
 
@@ -92,8 +93,8 @@ def test_body_size_errors(conn: RawConn, cmd: str, size: int, payload: bytes) ->
     expect_fatal(conn, payload)
 
 
-def test_truncated_body_is_fatal_read_error(shared_nsqd: NsqdProcess) -> None:
-    c = RawConn(shared_nsqd.tcp_port)
+def test_truncated_body_is_fatal_read_error(inproc: InProcessNsqd) -> None:
+    c = inproc.connect()
     c.send_raw(b"PUB t\n" + struct.pack(">i", 10) + b"abc")
     c.sock.shutdown(1)  # half-close: the server sees EOF mid-body
     expect_fatal(c, b"E_BAD_MESSAGE PUB failed to read message body")
@@ -115,11 +116,11 @@ def test_mpub_inner_errors(conn: RawConn, inner: bytes, payload: bytes) -> None:
     expect_fatal(conn, payload)
 
 
-def test_bad_mpub_still_creates_topic_and_enqueues_nothing(shared_nsqd: NsqdProcess) -> None:
-    c = RawConn(shared_nsqd.tcp_port)
+def test_bad_mpub_still_creates_topic_and_enqueues_nothing(inproc: InProcessNsqd) -> None:
+    c = inproc.connect()
     c.send_raw(b"MPUB created_by_bad_mpub\n" + struct.pack(">ii", 8, 2) + struct.pack(">i", 0))
     expect_fatal(c, b"E_BAD_MESSAGE MPUB invalid message(0) body size 0")
-    topics = {t["topic_name"]: t for t in shared_nsqd.stats()["topics"]}
+    topics = {t["topic_name"]: t for t in inproc.stats()["topics"]}
     assert topics["created_by_bad_mpub"]["message_count"] == 0
 
 
@@ -158,13 +159,13 @@ def test_sub_needs_heartbeats(conn: RawConn) -> None:
     expect_fatal(conn, b"E_INVALID cannot SUB with heartbeats disabled")
 
 
-def test_second_sub_and_identify_after_sub_are_fatal(shared_nsqd: NsqdProcess) -> None:
-    c = RawConn(shared_nsqd.tcp_port)
+def test_second_sub_and_identify_after_sub_are_fatal(inproc: InProcessNsqd) -> None:
+    c = inproc.connect()
     c.identify()
     assert c.sub("t_twice", "c") == (FRAME_RESPONSE, b"OK")
     c.send("SUB t_twice c")
     expect_fatal(c, b"E_INVALID cannot SUB in current state")
-    c2 = RawConn(shared_nsqd.tcp_port)
+    c2 = inproc.connect()
     c2.identify()
     c2.sub("t_twice", "c")
     c2.send("IDENTIFY", b"{}")
@@ -206,16 +207,16 @@ def test_fin_req_touch_unknown_id_are_not_fatal(conn: RawConn, cmd: str) -> None
     expect_error_stays_open(conn, f"E_{name}_FAILED {name} 0000000000000000 failed ID not in flight".encode())
 
 
-def test_fin_of_message_owned_by_other_client(shared_nsqd: NsqdProcess) -> None:
-    pub = RawConn(shared_nsqd.tcp_port)
+def test_fin_of_message_owned_by_other_client(inproc: InProcessNsqd) -> None:
+    pub = inproc.connect()
     pub.send("PUB t_owner", b"mine")
     assert pub.frame() == (FRAME_RESPONSE, b"OK")
-    a = RawConn(shared_nsqd.tcp_port)
+    a = inproc.connect()
     a.identify()
     a.sub("t_owner", "c")
     a.send("RDY 1")
     msg = a.message()
-    b = RawConn(shared_nsqd.tcp_port)
+    b = inproc.connect()
     b.identify()
     b.sub("t_owner", "c")
     b.send(b"FIN " + msg.id)
@@ -234,9 +235,9 @@ def test_too_long_command_line_closes(conn: RawConn) -> None:
     assert conn.is_closed()
 
 
-def test_errors_do_not_disturb_other_clients(shared_nsqd: NsqdProcess) -> None:
-    good = RawConn(shared_nsqd.tcp_port)
-    bad = RawConn(shared_nsqd.tcp_port)
+def test_errors_do_not_disturb_other_clients(inproc: InProcessNsqd) -> None:
+    good = inproc.connect()
+    bad = inproc.connect()
     bad.send_raw(b"MPUB t\n" + struct.pack(">i", 4) + b"\xff\xff\xff\xff")
     assert bad.frame()[0] == FRAME_ERROR
     good.send("MPUB t_good", mpub_body([b"a", b"b"]))

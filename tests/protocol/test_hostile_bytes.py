@@ -9,7 +9,8 @@ import struct
 
 import pytest
 
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn
+from tests.inprocess import InProcessNsqd
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, RawConn
 
 #: nsqd's bufio reader holds 16 KiB: a command line up to that size with its newline is read, a longer one is not
 LINE_LIMIT = 16 * 1024
@@ -21,14 +22,14 @@ def _line_of(length: int) -> bytes:
 
 
 @pytest.mark.parametrize("one_write", [True, False])
-def test_command_line_limit(shared_nsqd: NsqdProcess, one_write: bool) -> None:
+def test_command_line_limit(inproc: InProcessNsqd, one_write: bool) -> None:
     """Checked on every line, also when the newline arrives in the same read as the rest."""
-    ok = RawConn(shared_nsqd.tcp_port)
+    ok = inproc.connect()
     ok.send_raw(_line_of(LINE_LIMIT))
     ok.send("PUB line_limit", b"x")
     assert ok.frame() == (FRAME_RESPONSE, b"OK")
     ok.close()
-    too_long = RawConn(shared_nsqd.tcp_port)
+    too_long = inproc.connect()
     data = _line_of(LINE_LIMIT + 1)
     if one_write:
         too_long.send_raw(data)
@@ -36,11 +37,11 @@ def test_command_line_limit(shared_nsqd: NsqdProcess, one_write: bool) -> None:
         too_long.send_raw(data[:-1])
         too_long.send_raw(data[-1:])
     assert too_long.is_closed(), "Go closes the connection without a reply"
-    assert "failed to read command - bufio: buffer full" in shared_nsqd.log()
+    assert "failed to read command - bufio: buffer full" in inproc.log()
 
 
-def test_pub_with_a_17000_byte_line_is_refused(shared_nsqd: NsqdProcess) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_pub_with_a_17000_byte_line_is_refused(inproc: InProcessNsqd) -> None:
+    conn = inproc.connect()
     conn.send_raw(b"PUB t " + b"x" * 17_000 + b"\n")
     assert conn.is_closed()
 
@@ -52,22 +53,21 @@ def test_pub_with_a_17000_byte_line_is_refused(shared_nsqd: NsqdProcess) -> None
     (b"FOO\x00", b"E_INVALID invalid command FOO\x00"),
     (b"PUB \xff\xfe", b'E_BAD_TOPIC PUB topic name "\\xff\\xfe" is not valid'),
 ])
-def test_error_texts_echo_the_clients_bytes(shared_nsqd: NsqdProcess, command: bytes, text: bytes) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_error_texts_echo_the_clients_bytes(inproc: InProcessNsqd, command: bytes, text: bytes) -> None:
+    conn = inproc.connect()
     conn.send_raw(command + b"\n")
     assert conn.frame() == (FRAME_ERROR, text)
     assert conn.is_closed()
 
 
-def test_rdy_error_echoes_raw_bytes(shared_nsqd: NsqdProcess) -> None:
-    conn = RawConn(shared_nsqd.tcp_port)
+def test_rdy_error_echoes_raw_bytes(inproc: InProcessNsqd) -> None:
+    conn = inproc.connect()
     assert conn.sub("raw_rdy", "c") == (FRAME_RESPONSE, b"OK")
     conn.send_raw(b"RDY \xff\xfe\n")
     assert conn.frame() == (FRAME_ERROR, b"E_INVALID RDY could not parse count \xff\xfe")
 
 
-def _identify(port: int, body: bytes) -> tuple[int, bytes]:
-    conn = RawConn(port)
+def _identify(conn: RawConn, body: bytes) -> tuple[int, bytes]:
     try:
         conn.send_raw(b"IDENTIFY\n" + struct.pack(">i", len(body)) + body)
         return conn.frame()
@@ -75,8 +75,8 @@ def _identify(port: int, body: bytes) -> tuple[int, bytes]:
         conn.close()
 
 
-def _negotiated(port: int, body: bytes) -> dict:
-    ftype, data = _identify(port, body)
+def _negotiated(conn: RawConn, body: bytes) -> dict:
+    ftype, data = _identify(conn, body)
     assert ftype == FRAME_RESPONSE, data
     return json.loads(data)
 
@@ -114,25 +114,25 @@ REFUSED = {
 
 
 @pytest.mark.parametrize(("body", "expected"), ACCEPTED.values(), ids=ACCEPTED.keys())
-def test_identify_accepts_what_go_accepts(shared_nsqd: NsqdProcess, body: bytes, expected: dict) -> None:
-    reply = _negotiated(shared_nsqd.tcp_port, body)
+def test_identify_accepts_what_go_accepts(inproc: InProcessNsqd, body: bytes, expected: dict) -> None:
+    reply = _negotiated(inproc.connect(), body)
     assert {key: reply[key] for key in expected} == expected
     assert "topology_zone" not in reply
 
 
 @pytest.mark.parametrize("body", REFUSED.values(), ids=REFUSED.keys())
-def test_identify_refuses_what_go_refuses(shared_nsqd: NsqdProcess, body: bytes) -> None:
-    assert _identify(shared_nsqd.tcp_port, body) == (FRAME_ERROR, b"E_BAD_BODY IDENTIFY failed to decode JSON body")
+def test_identify_refuses_what_go_refuses(inproc: InProcessNsqd, body: bytes) -> None:
+    assert _identify(inproc.connect(), body) == (FRAME_ERROR, b"E_BAD_BODY IDENTIFY failed to decode JSON body")
 
 
-def test_identify_client_id_is_decoded_as_go_does(shared_nsqd: NsqdProcess) -> None:
+def test_identify_client_id_is_decoded_as_go_does(inproc: InProcessNsqd) -> None:
     """Invalid bytes and lone surrogates become U+FFFD (one per invalid byte); /stats shows the result."""
-    conn = RawConn(shared_nsqd.tcp_port)
+    conn = inproc.connect()
     conn.send_raw(b"IDENTIFY\n")
     body = b'{"client_id":"a\xff\xfe\\ud800b","hostname":"h\xe2\x82"}'
     conn.send_raw(struct.pack(">i", len(body)) + body)
     assert conn.frame() == (FRAME_RESPONSE, b"OK")
     assert conn.sub("decoded_ids", "c") == (FRAME_RESPONSE, b"OK")
-    clients = shared_nsqd.stats(topic="decoded_ids")["topics"][0]["channels"][0]["clients"]
+    clients = inproc.stats(topic="decoded_ids")["topics"][0]["channels"][0]["clients"]
     assert (clients[0]["client_id"], clients[0]["hostname"]) == ("a\ufffd\ufffd\ufffdb", "h\ufffd\ufffd")
     conn.close()

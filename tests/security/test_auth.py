@@ -13,7 +13,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, settle, wait_until
+from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, settle
 from tests.security.certs import Pki
 from tests.security.util import (
     FRAME_ERROR,
@@ -26,7 +26,7 @@ from tests.security.util import (
     grant,
     mpub_body,
 )
-from tests.support import NsqdProcess
+from tests.support import NsqdProcess, wait_until
 
 ALICE = grant(topic="^t", channels=("^c$", "^$"), identity="alice", identity_url="https://id.example/alice")
 

@@ -15,10 +15,10 @@ import gnsq
 import pytest
 import requests
 
-from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, settle, wait_until
+from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, settle
 from tests.security.certs import Pki, make_pki
 from tests.security.util import FRAME_RESPONSE, SecureConn, client_context
-from tests.support import NsqdProcess, free_port
+from tests.support import NsqdProcess, free_port, wait_until
 
 N = 150
 

@@ -10,7 +10,6 @@ import contextlib
 import json
 import socket
 import ssl
-import struct
 import threading
 import time
 import urllib.parse
@@ -23,7 +22,7 @@ from typing import Any
 
 import snappy
 
-from tests.support import FRAME_ERROR, FRAME_MESSAGE, FRAME_RESPONSE, Message, mpub_body
+from tests.support import FRAME_ERROR, FRAME_MESSAGE, FRAME_RESPONSE, RawConn, mpub_body
 
 __all__ = ["FRAME_ERROR", "FRAME_MESSAGE", "FRAME_RESPONSE", "AuthServer", "SecureConn", "client_context",
            "mpub_body", "rss_kib"]
@@ -45,15 +44,13 @@ def client_context(ca: Path | None, cert: Path | None = None, key: Path | None =
     return ctx
 
 
-class SecureConn:
-    """A protocol V2 connection on which :meth:`negotiate` runs IDENTIFY and the upgrades the server granted
-    (TLS, then snappy or deflate), checking the ``OK`` after each; afterwards :meth:`send`/:meth:`frame`
-    transparently go through the negotiated layers. :meth:`send_wire` bypasses compression (corruption tests)."""
+class SecureConn(RawConn):
+    """A :class:`RawConn` on which :meth:`negotiate` runs IDENTIFY and the upgrades the server granted (TLS, then
+    snappy or deflate), checking the ``OK`` after each; afterwards :meth:`send`/:meth:`frame` transparently go
+    through the negotiated layers (``buf`` holds decoded bytes). :meth:`send_wire` bypasses compression."""
 
     def __init__(self, port: int, timeout: float = 5) -> None:
-        self.sock: socket.socket = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.sock.sendall(b"  V2")
-        self.buf = b""  # decoded bytes not parsed yet
+        super().__init__(port, timeout=timeout)
         self._encode: Callable[[bytes], bytes] = lambda data: data
         self._decode: Callable[[bytes], bytes] = lambda data: data
         self.identify_reply: dict[str, Any] = {}
@@ -66,38 +63,13 @@ class SecureConn:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(self._encode(data))
 
-    def send(self, line: str | bytes, body: bytes | None = None) -> None:
-        data = (line.encode() if isinstance(line, str) else line) + b"\n"
-        if body is not None:
-            data += struct.pack(">i", len(body)) + body
-        self.send_raw(data)
-
-    def _read(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed by server")
-            self.buf += self._decode(chunk)
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-    def frame(self, skip_heartbeats: bool = True) -> tuple[int, bytes]:
-        while True:
-            size, ftype = struct.unpack(">ii", self._read(8))
-            data = self._read(size - 4)
-            if skip_heartbeats and ftype == FRAME_RESPONSE and data == b"_heartbeat_":
-                self.send("NOP")
-                continue
-            return ftype, data
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        return self._decode(chunk) if chunk else chunk
 
     def expect(self, ftype: int, data: bytes) -> None:
         got = self.frame()
         assert got == (ftype, data), got
-
-    def message(self) -> Message:
-        ftype, data = self.frame()
-        assert ftype == FRAME_MESSAGE, (ftype, data)
-        return Message.parse(data)
 
     def is_closed(self, wait: float = 3.0) -> bool:
         """True when the server closes the connection (EOF, reset or a TLS alert) within ``wait`` seconds;
@@ -128,7 +100,7 @@ class SecureConn:
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            self.sock.close()
+            super().close()
 
     # ---- IDENTIFY and upgrades ------------------------------------------------------------------
 

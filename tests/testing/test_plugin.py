@@ -12,6 +12,8 @@ import pytest
 
 from nsqd_py.testing import LookupdServer, NsqdServer, ServerError
 
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
+
 PROJECT_TEST = '''
 def test_roundtrip(nsqd):
     nsqd.publish("events", b"hello")

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import NsqdProcess, free_port, wait_for
+from tests.support import NsqdProcess, free_port, wait_until
 from tests.tools.support import FakeLookupd, Tool, channel_stats, curl_pub, gzip_lines, run_tool
+
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
 
 SHORT_HOST = socket.gethostname().split(".")[0]
 
@@ -76,8 +78,8 @@ def test_gzip_files_hold_exactly_what_was_published(shared_nsqd: NsqdProcess, tm
     tool = tools(f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", f"--output-dir={out}",
                  "--gzip", "--sync-interval=500ms")
     curl_pub(shared_nsqd, topic, published[250:])
-    wait_for(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file").get("message_count") == 500, timeout=15)
-    wait_for(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file").get("in_flight_count") == 0, timeout=15)
+    wait_until(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file").get("message_count") == 500, timeout=15)
+    wait_until(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file").get("in_flight_count") == 0, timeout=15)
     assert tool.stop() == 0, tool.stderr()
     [path] = out.iterdir()
     assert path.name in {f"{topic}.{SHORT_HOST}-000000.{h}.log.gz" for h in hours()}
@@ -96,7 +98,7 @@ def test_plain_file_is_appended_across_restarts(shared_nsqd: NsqdProcess, tmp_pa
     for batch in (["a", "b"], ["c"]):
         curl_pub(shared_nsqd, topic, batch)
         tool = tools(*args)
-        wait_for(lambda: settled(shared_nsqd, topic), timeout=15)
+        wait_until(lambda: settled(shared_nsqd, topic), timeout=15)
         assert tool.stop() == 0
     [path] = out.iterdir()
     assert path.name in {f"{topic}.{SHORT_HOST}.{h}.log" for h in hours()}
@@ -114,13 +116,13 @@ def test_kill_9_mid_stream_then_restart_loses_nothing(shared_nsqd: NsqdProcess, 
     args = (f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", f"--output-dir={out}",
             "--gzip", "--max-in-flight=100", "--consumer-opt=msg_timeout,1s")
     first = tools(*args)
-    wait_for(lambda: out.exists() and any(p.stat().st_size > 0 for p in out.iterdir()), timeout=15)
-    wait_for(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file")["message_count"] -
+    wait_until(lambda: out.exists() and any(p.stat().st_size > 0 for p in out.iterdir()), timeout=15)
+    wait_until(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file")["message_count"] -
              channel_stats(shared_nsqd, topic, "nsq_to_file")["depth"] > 2000, timeout=15, interval=0.01)
     first.stop(signal.SIGKILL)
     assert channel_stats(shared_nsqd, topic, "nsq_to_file")["depth"] > 0, "killed too late to prove anything"
     second = tools(*args)
-    wait_for(lambda: Counter(all_lines(out)).keys() >= set(published), timeout=120, interval=0.2)
+    wait_until(lambda: Counter(all_lines(out)).keys() >= set(published), timeout=120, interval=0.2)
     assert second.stop() == 0
     lines = all_lines(out)  # every file complete, valid gzip
     assert set(lines) == set(published)
@@ -136,7 +138,7 @@ def test_rotation_by_size(shared_nsqd: NsqdProcess, tmp_path: Path, tools: Calla
     curl_pub(shared_nsqd, topic, published)
     tool = tools(f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", f"--output-dir={out}",
                  "--rotate-size=1000", "--sync-interval=200ms", "--datetime-format=fixed")  # no new hour midway
-    wait_for(lambda: settled(shared_nsqd, topic), timeout=15)
+    wait_until(lambda: settled(shared_nsqd, topic), timeout=15)
     assert tool.stop() == 0
     paths = sorted(out.iterdir())
     assert [p.name for p in paths] == [f"{topic}.{SHORT_HOST}-{rev:06d}.fixed.log" for rev in range(len(paths))]
@@ -160,7 +162,7 @@ def test_rotation_by_interval_and_skip_empty_files(shared_nsqd: NsqdProcess, tmp
         published.append(f"tick {i}")
         curl_pub(shared_nsqd, topic, [published[-1]])
         # once the line is FINed its file is open; 1.4s later that file is older than --rotate-interval
-        wait_for(lambda count=i + 1: written(count), timeout=10)
+        wait_until(lambda count=i + 1: written(count), timeout=10)
         time.sleep(1.4)
     assert tool.stop() == 0
     paths = sorted(out.iterdir())
@@ -179,7 +181,7 @@ def test_work_dir_moves_finished_files_and_bumps_rev_on_conflict(shared_nsqd: Ns
     curl_pub(shared_nsqd, topic, ["w1", "w2"])
     tool = tools(f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", f"--output-dir={out}",
                  f"--work-dir={work}", "--sync-interval=200ms")
-    wait_for(lambda: work.exists() and any(work.iterdir()), timeout=15)
+    wait_until(lambda: work.exists() and any(work.iterdir()), timeout=15)
     [working] = work.iterdir()
     assert "-000001." in working.name  # -000000 exists in the output dir
     assert tool.stop() == 0
@@ -197,7 +199,7 @@ def test_topic_pattern_with_lookupd(shared_nsqd: NsqdProcess, tmp_path: Path, to
     try:
         tool = tools(f"--lookupd-http-address={lookupd.address}", "--topic-pattern=^pat_", f"--output-dir={out}",
                      "--topic-refresh=1s")
-        wait_for(lambda: settled(shared_nsqd, keep), timeout=15)
+        wait_until(lambda: settled(shared_nsqd, keep), timeout=15)
         assert tool.stop() == 0
     finally:
         lookupd.stop()
@@ -212,7 +214,7 @@ def test_topic_not_matching_the_pattern_is_warned_about(shared_nsqd: NsqdProcess
     topic = unique("nomatch")
     tool = tools(f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", "--topic-pattern=^pat_",
                  f"--output-dir={tmp_path / 'out'}")
-    wait_for(lambda: "skipping topic" in tool.stderr(), timeout=15)
+    wait_until(lambda: "skipping topic" in tool.stderr(), timeout=15)
     assert tool.stop() == 0
     assert f"WARNING: skipping topic {topic} (doesn't match pattern ^pat_)" in tool.stderr()
 
@@ -251,7 +253,7 @@ def test_version() -> None:
 def test_unreachable_nsqd_is_retried_with_clear_logs(tmp_path: Path, tools: Callable[..., Tool]) -> None:
     address = f"127.0.0.1:{free_port()}"
     tool = tools(f"--nsqd-tcp-address={address}", "--topic=t", f"--output-dir={tmp_path / 'out'}")
-    wait_for(lambda: tool.stderr().count("error connecting to nsqd") >= 2, timeout=10)
+    wait_until(lambda: tool.stderr().count("error connecting to nsqd") >= 2, timeout=10)
     assert f"({address}) error connecting to nsqd - failed to connect to {address}" in tool.stderr()
     assert "re-connecting in 1s" in tool.stderr() and "re-connecting in 2s" in tool.stderr()
     assert tool.stop() == 0
@@ -298,14 +300,14 @@ def test_sighup_syncs_closes_and_reopens_the_next_rev(shared_nsqd: NsqdProcess, 
     tool = tools(f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", f"--output-dir={out}",
                  "--gzip")
     curl_pub(shared_nsqd, topic, ["before"])
-    wait_for(lambda: out.exists() and any(out.iterdir()), timeout=15)
-    wait_for(lambda: settled(shared_nsqd, topic), timeout=10)
+    wait_until(lambda: out.exists() and any(out.iterdir()), timeout=15)
+    wait_until(lambda: settled(shared_nsqd, topic), timeout=10)
     (first_path,) = out.iterdir()
     assert str(first_path) in open_files(tool.proc.pid)
     tool.proc.send_signal(signal.SIGHUP)
-    wait_for(lambda: str(first_path) not in open_files(tool.proc.pid), timeout=10)
+    wait_until(lambda: str(first_path) not in open_files(tool.proc.pid), timeout=10)
     curl_pub(shared_nsqd, topic, ["after"])
-    wait_for(lambda: len(list(out.iterdir())) == 2, timeout=10)
+    wait_until(lambda: len(list(out.iterdir())) == 2, timeout=10)
     assert tool.stop() == 0
     first, second = sorted(out.iterdir())
     assert "-000000." in first.name and "-000001." in second.name

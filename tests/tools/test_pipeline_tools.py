@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import NsqdProcess, drain, free_port, wait_for
+from tests.support import NsqdProcess, drain, free_port, wait_until
 from tests.tools.support import FakeLookupd, Tool, channel_stats, curl_pub, run_tool
+
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
 
 
 def unique(prefix: str) -> str:
@@ -34,7 +36,7 @@ def test_to_nsq_into_nsq_tail(shared_nsqd: NsqdProcess, tmp_path: Path) -> None:
     lines = [f"hello {i}" for i in range(20)]
     tail = Tool(tmp_path, "nsq_tail", f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", "-n=20")
     try:
-        wait_for(lambda: tail_subscribed(shared_nsqd, topic), timeout=15)  # an ephemeral channel sees only new
+        wait_until(lambda: tail_subscribed(shared_nsqd, topic), timeout=15)  # an ephemeral channel sees only new
         sent = run_tool("to_nsq", f"--topic={topic}", f"--nsqd-tcp-address={shared_nsqd.tcp_address}",
                         input="\n".join(lines).encode() + b"\n\n")
         assert sent.returncode == 0, sent.stderr
@@ -52,10 +54,10 @@ def test_nsq_tail_print_topic_several_topics_and_sigterm(shared_nsqd: NsqdProces
     tail = Tool(tmp_path, "nsq_tail", f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={a}",
                 f"--topic={b}", "--print-topic", "--channel=keep")
     try:
-        wait_for(lambda: tail_subscribed(shared_nsqd, a) and tail_subscribed(shared_nsqd, b), timeout=15)
+        wait_until(lambda: tail_subscribed(shared_nsqd, a) and tail_subscribed(shared_nsqd, b), timeout=15)
         curl_pub(shared_nsqd, a, ["1"])
         curl_pub(shared_nsqd, b, ["2"])
-        wait_for(lambda: len(tail.stdout().splitlines()) == 2, timeout=10)
+        wait_until(lambda: len(tail.stdout().splitlines()) == 2, timeout=10)
         assert tail.stop() == 0
     finally:
         tail.kill()

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from nsqd_py.testing import LookupdServer, NsqdServer
-from tests.support import NsqdProcess, drain, free_port, wait_for
+from tests.support import NsqdProcess, drain, free_port, wait_until
 from tests.tools.support import Tool, channel_stats, curl_pub, run_tool
+
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
 
 FAST_RETRY = "--consumer-opt=default_requeue_delay,50ms"
 
@@ -99,8 +101,8 @@ def test_nsq_to_http_post_delivers_every_message_through_failures(shared_nsqd: N
                 f"--post=http://{sink.address}/hook", "--content-type=text/plain", "--header=X-Trace: abc",
                 "-n=4", FAST_RETRY, "--status-every=20")
     tools.append(tool)
-    wait_for(lambda: {b.decode() for b in sink.accepted} >= set(bodies), timeout=30)
-    wait_for(lambda: _settled(shared_nsqd, topic, "nsq_to_http"), timeout=15)
+    wait_until(lambda: {b.decode() for b in sink.accepted} >= set(bodies), timeout=30)
+    wait_until(lambda: _settled(shared_nsqd, topic, "nsq_to_http"), timeout=15)
     assert sink.requests > len(bodies), "some requests failed and were retried"
     assert channel_stats(shared_nsqd, topic, "nsq_to_http")["requeue_count"] > 0
     assert all(h["Content-Type"] == "text/plain" and h["X-Trace"] == "abc" for h in sink.headers)
@@ -117,7 +119,7 @@ def test_nsq_to_http_get_round_robin(shared_nsqd: NsqdProcess, tmp_path: Path, t
         tools.append(Tool(tmp_path, "nsq_to_http", f"--nsqd-tcp-address={shared_nsqd.tcp_address}",
                           f"--topic={topic}", "--mode=round-robin", "-n=1",
                           f"--get=http://{first.address}/?data=%s", f"--get=http://{second.address}/?data=%s"))
-        wait_for(lambda: len(first.accepted) + len(second.accepted) == 4, timeout=20)
+        wait_until(lambda: len(first.accepted) + len(second.accepted) == 4, timeout=20)
         assert sorted(first.accepted + second.accepted) == [b"a b", b"c&d", b"e", b"f"]
         assert len(first.accepted) == len(second.accepted) == 2
     finally:
@@ -148,7 +150,7 @@ def test_nsq_to_nsq_copies_between_two_nsqd(shared_nsqd: NsqdProcess, nsqd_facto
     curl_pub(shared_nsqd, topic, bodies)
     tools.append(Tool(tmp_path, "nsq_to_nsq", f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}",
                       f"--destination-nsqd-tcp-address={destination.tcp_address}", "--destination-topic=copied"))
-    wait_for(lambda: _settled(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
+    wait_until(lambda: _settled(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
     assert sorted(m.body.decode() for m in drain(destination.tcp_port, "copied", "check", idle=0.5)) == sorted(bodies)
 
 
@@ -161,7 +163,7 @@ def test_nsq_to_nsq_skips_a_dead_destination(shared_nsqd: NsqdProcess, nsqd_fact
     tools.append(Tool(tmp_path, "nsq_to_nsq", f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}",
                       f"--destination-nsqd-tcp-address=127.0.0.1:{free_port()}",
                       f"--destination-nsqd-tcp-address={live.tcp_address}", FAST_RETRY))
-    wait_for(lambda: _settled(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
+    wait_until(lambda: _settled(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
     got = {m.body.decode() for m in drain(live.tcp_port, topic, "check", idle=0.5)}
     assert got == {f"p{i}" for i in range(30)}
 
@@ -178,7 +180,7 @@ def test_nsq_to_nsq_json_filters(shared_nsqd: NsqdProcess, nsqd_factory, tmp_pat
                       f"--destination-nsqd-tcp-address={destination.tcp_address}", "--require-json-field=kind",
                       "--require-json-value=click", "--whitelist-json-field=kind",
                       "--whitelist-json-field=user.id"))
-    wait_for(lambda: _settled(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
+    wait_until(lambda: _settled(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
     copied = sorted((json.loads(m.body) for m in drain(destination.tcp_port, topic, "check", idle=0.5)),
                     key=lambda e: e["user"]["id"])
     assert copied == [{"kind": "click", "user": {"id": 1}}, {"kind": "click", "user": {"id": 4}}]
@@ -187,7 +189,7 @@ def test_nsq_to_nsq_json_filters(shared_nsqd: NsqdProcess, nsqd_factory, tmp_pat
 def test_nsq_to_nsq_through_lookupd(tmp_path: Path, tools: list[Tool]) -> None:
     with LookupdServer() as lookupd, NsqdServer(lookupd=lookupd) as source, NsqdServer() as destination:
         source.publish("found", b"one", b"two")
-        wait_for(lambda: b"found" in _lookup(lookupd), timeout=10)
+        wait_until(lambda: b"found" in _lookup(lookupd), timeout=10)
         tools.append(Tool(tmp_path, "nsq_to_nsq", f"--lookupd-http-address={lookupd.http_address}", "--topic=found",
                           f"--destination-nsqd-tcp-address={destination.tcp_address}"))
         assert sorted(destination.consume("found", "check", 2, timeout=30)) == [b"one", b"two"]

@@ -13,6 +13,8 @@ import pytest
 
 from tests.support import NSQD_BIN, REPO, NsqdProcess
 
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
+
 SYSTEMD = REPO / "systemd"
 
 

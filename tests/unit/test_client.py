@@ -158,6 +158,7 @@ def test_producer_is_thread_safe(shared_nsqd: NsqdProcess) -> None:
     assert got == Counter(f"{w}-{i}".encode() for w in range(8) for i in range(100))
 
 
+@pytest.mark.process
 def test_producer_reconnects_after_nsqd_restart(tmp_path: Path) -> None:
     nsqd = NsqdProcess(tmp_path / "data").start()
     try:

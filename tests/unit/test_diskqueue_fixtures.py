@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
-import pytest
-
 from nsqd_py.core.diskqueue import DiskQueue
+from tests.support import go_fixture
 from tests.unit.test_diskqueue import CapturingLogger, go_read
 
-FIXTURES = Path(os.environ.get("NSQ_GO_FIXTURES", "/work/shared/fixtures"))
 MAX_BYTES = 65536  # --max-bytes-per-file of every fixture
 MIN_SIZE = 26
 MAX_SIZE = 26 + 1024 * 1024  # default --max-msg-size
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"Go fixtures not found at {FIXTURES}")
-
-
 def load(name: str, tmp_path: Path) -> dict:
     """Copy a fixture data dir (minus MANIFEST.json) to tmp_path, check it is intact, return its manifest."""
-    src = FIXTURES / name
+    src = go_fixture(name)
     manifest = json.loads((src / "MANIFEST.json").read_text())
     for entry in manifest["files"]:
         shutil.copyfile(src / entry["name"], tmp_path / entry["name"])

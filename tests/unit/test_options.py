@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from nsqd_py.durations import MILLISECOND, MINUTE, SECOND
+from nsqd_py.gocompat import go_quote
 from nsqd_py.goflags import (
     FlagError,
     FlagSet,
     HelpRequested,
     NumError,
     format_float,
-    go_quote,
     parse_bool,
     parse_float,
     parse_int,
@@ -124,12 +124,6 @@ def test_parse_float() -> None:
 )
 def test_format_float_like_go_v(value: float, text: str) -> None:
     assert format_float(value) == text
-
-
-def test_go_quote() -> None:
-    assert go_quote('a "b"\\') == '"a \\"b\\"\\\\"'
-    assert go_quote("tab\there\n") == '"tab\\there\\n"'
-    assert go_quote("caf\u00e9\x01") == '"caf\u00e9\\x01"'
 
 
 # --- goflags ---------------------------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import NSQD_BIN, NsqdProcess, RawConn, free_port, wait_for
+from tests.support import NSQD_BIN, NsqdProcess, RawConn, free_port, wait_until
+
+pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
 
 LOG_LINE = re.compile(r"^\[nsqd\] \d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}\.\d{6} (DEBUG|INFO|WARNING|ERROR|FATAL): ")
 
@@ -101,7 +103,7 @@ def test_flag_beats_config_beats_default(tmp_path: Path) -> None:
                             stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{http_port}"
     try:
-        wait_for(lambda: _pings(base))
+        wait_until(lambda: _pings(base))
         assert requests.get(f"{base}/config/max_rdy_count", timeout=5).json() == 43
         assert requests.get(f"{base}/config/msg_timeout", timeout=5).json() == 7_000_000_000
         assert requests.get(f"{base}/config/mem_queue_size", timeout=5).json() == 123

@@ -7,41 +7,25 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
-from tests.clients.util import UnixConn
+from tests.protocol.raw import unix_conn
 from tests.support import FRAME_RESPONSE, NSQD_BIN, NsqdProcess, mpub_body
 
 
 class UnixNsqd(NsqdProcess):
-    """nsqd whose TCP listener is a unix socket (the later --tcp-address flag wins); ready once the socket
-    accepts connections and HTTP /ping answers."""
+    """nsqd whose TCP listener is a unix socket (the later --tcp-address flag wins)."""
 
     def __init__(self, data_path: Path, sock_path: str) -> None:
         super().__init__(data_path, f"--tcp-address={sock_path}")
         self.sock_path = sock_path
 
-    def start(self, timeout: float = 20) -> UnixNsqd:
-        self.proc = self._launch(self.args())
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"nsqd exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.connect(self.sock_path)
-                # The listener accepts as soon as it is bound; /ping answers only once nsqd is fully started
-                # (signal handlers installed), so an immediate SIGTERM is then a graceful stop.
-                requests.get(f"{self.http_url}/ping", timeout=1)
-                return self
-            except (OSError, requests.RequestException):
-                time.sleep(0.05)
-        raise RuntimeError(f"nsqd did not listen on {self.sock_path}:\n{self.log()}")
+    def _connect_tcp(self) -> None:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(self.sock_path)
 
 
 @pytest.fixture
@@ -55,8 +39,8 @@ def unix_nsqd(tmp_path: Path) -> Iterator[UnixNsqd]:
 
 def test_pub_sub_over_unix_socket(unix_nsqd: UnixNsqd) -> None:
     """IDENTIFY, SUB, RDY, PUB, MPUB, FIN all work over AF_UNIX."""
-    sub = UnixConn(unix_nsqd.sock_path)
-    publisher = UnixConn(unix_nsqd.sock_path)
+    sub = unix_conn(unix_nsqd.sock_path)
+    publisher = unix_conn(unix_nsqd.sock_path)
     try:
         reply = sub.identify(heartbeat_interval=1000)
         assert isinstance(reply, dict) and reply["max_rdy_count"] == 2500
@@ -85,6 +69,7 @@ def test_graceful_stop_removes_the_socket_file(unix_nsqd: UnixNsqd) -> None:
     assert not os.path.exists(unix_nsqd.sock_path), "the unix socket file was left behind after a graceful stop"
 
 
+@pytest.mark.process
 def test_existing_file_at_the_path_is_not_clobbered(tmp_path: Path) -> None:
     """Go's net.Listen("unix") never unlinks: an existing file at the path is a fatal bind error (exit 1), and
     the file is left alone."""

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from tests.clients.util import TinyWindowConn, pub, raw_subscriber, recv_message
-from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, NsqdProcess, RawConn, mpub_body, wait_for
+from tests.protocol.raw import pub, raw_subscriber, recv_message, tiny_window_conn
+from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, NsqdProcess, RawConn, mpub_body, wait_until
 
 
 def published_at(port: int, topic: str, body: bytes, cleanup: ExitStack) -> float:
@@ -80,7 +80,7 @@ def test_response_frame_flushes_buffered_messages(shared_nsqd: NsqdProcess, clea
     cleanup.callback(sub.close)
     published_at(shared_nsqd.tcp_port, topic, b"queued", cleanup)
     # in flight = already in the subscriber's output buffer, where the 5 s timeout holds it
-    wait_for(lambda: shared_nsqd.stats(topic=topic)["topics"][0]["channels"][0]["in_flight_count"] == 1)
+    wait_until(lambda: shared_nsqd.stats(topic=topic)["topics"][0]["channels"][0]["in_flight_count"] == 1)
     sub.send(f"PUB {name('fc_other')}", b"y")  # its OK must flush the buffered message first
     sub.sock.settimeout(2)
     first = sub.frame()
@@ -132,7 +132,7 @@ def run_slow_and_fast(port: int, topic: str, total: int, size: int, cleanup: Exi
     """Subscribe a never-reading consumer (channel "slow", RDY 2500, tiny receive window) and a reading one
     (channel "fast", FINs in batches, in a thread); MPUB ``total`` bodies of ``size`` bytes; return the slow
     connection and the 8-byte sequence prefixes the fast consumer got."""
-    slow = TinyWindowConn(port)
+    slow = tiny_window_conn(port)
     cleanup.callback(slow.close)
     assert slow.sub(topic, "slow") == (FRAME_RESPONSE, b"OK")
     slow.send("RDY 2500")

@@ -6,25 +6,9 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from tests.clients.util import NsqdFactory, publish, raw_subscriber, recv_message
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_for
-
-
-def nothing_arrives(conn: RawConn, seconds: float) -> bool:
-    """True when no frame (other than answered heartbeats) arrives within ``seconds``."""
-    conn.sock.settimeout(seconds)
-    try:
-        conn.frame()
-    except TimeoutError:
-        return True
-    return False
-
-
-def settled_ok(conn: RawConn, topic: str) -> None:
-    """Prove earlier FIN/REQ/TOUCH/RDY lines caused no error: a PUB's OK must be the next frame."""
-    conn.send(f"PUB {topic}", b"probe")
-    conn.sock.settimeout(5)
-    assert conn.frame() == (FRAME_RESPONSE, b"OK")
+from tests.clients.util import NsqdFactory
+from tests.protocol.raw import nothing_arrives, publish, raw_subscriber, recv_message, settled_ok
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_until
 
 
 def test_rdy_zero_pauses_and_rdy_resumes(shared_nsqd: NsqdProcess, cleanup: ExitStack,
@@ -124,7 +108,7 @@ def test_touch_and_fin_after_timeout_fail_softly(shared_nsqd: NsqdProcess, clean
         (channel,) = shared_nsqd.stats(topic=topic)["topics"][0]["channels"]
         return channel["timeout_count"] == 1 and channel["in_flight_count"] == 0
 
-    wait_for(timed_out, timeout=10)  # back in the queue, not in flight
+    wait_until(timed_out, timeout=10)  # back in the queue, not in flight
     mid = msg.id.decode()
     sub.sock.settimeout(5)
     sub.send(f"TOUCH {mid}")
@@ -136,37 +120,6 @@ def test_touch_and_fin_after_timeout_fail_softly(shared_nsqd: NsqdProcess, clean
     sub.send("RDY 1")
     again = recv_message(sub)
     assert (again.id, again.attempts) == (msg.id, 2)
-
-
-def test_req_timeout_is_clamped_not_rejected(shared_nsqd: NsqdProcess, cleanup: ExitStack,
-                                             name: Callable[[str], str]) -> None:
-    """REQ with a delay above --max-req-timeout (10m here) is accepted silently (clamped)."""
-    topic = name("if_clamp")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)
-    cleanup.callback(sub.close)
-    publish(shared_nsqd.tcp_port, topic, b"far future")
-    msg = recv_message(sub)
-    sub.send(f"REQ {msg.id.decode()} 999999999")
-    settled_ok(sub, name("if_probe"))
-    assert nothing_arrives(sub, 0.5)
-
-
-def test_requeued_with_delay_survives_its_consumer(shared_nsqd: NsqdProcess, cleanup: ExitStack,
-                                                   name: Callable[[str], str]) -> None:
-    """REQ 1000 then disconnect: the deferred message still reaches the next consumer after the delay."""
-    topic = name("if_reqgone")
-    first = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)
-    publish(shared_nsqd.tcp_port, topic, b"deferred")
-    msg = recv_message(first)
-    requeued = time.monotonic()  # before nsqd starts the 1 s deferral
-    first.send(f"REQ {msg.id.decode()} 1000")
-    settled_ok(first, name("if_probe"))
-    first.close()
-    second = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)
-    cleanup.callback(second.close)
-    again = recv_message(second, timeout=10)
-    assert time.monotonic() - requeued >= 0.9
-    assert (again.id, again.body, again.attempts) == (msg.id, b"deferred", 2)
 
 
 def test_timed_out_message_redelivered_to_same_consumer_can_be_finished(shared_nsqd: NsqdProcess,
