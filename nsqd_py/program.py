@@ -76,12 +76,11 @@ class NSQDProgram:
             ctx.http_port = self.external_http_port
         elif opts.http_address:
             http = self._listen(opts.http_address)
-            self.http_server = HTTPServer(ctx, http)  # type: ignore[arg-type]  # until http/server.py takes ctx
+            self.http_server = HTTPServer(ctx, http)
             ctx.http_port = port_of(http)
         if ctx.tls_context is not None and opts.https_address:
             https = self._listen(opts.https_address)
-            self.https_server = HTTPServer(ctx, https, name="HTTPS",  # type: ignore[arg-type]
-                                           ssl_context=ctx.tls_context)
+            self.https_server = HTTPServer(ctx, https, name="HTTPS", ssl_context=ctx.tls_context)
             ctx.https_port = port_of(https)
 
     def _listen(self, address: str) -> socket.socket:

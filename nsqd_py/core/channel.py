@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING
 import gevent
 
 from .consumer import Consumer
-from .diskqueue import BackendError
 from .e2e import E2ELatency
-from .errors import ExitingError, MessageError
+from .errors import BackendError, ExitingError, MessageError
 from .message import PARKED_DELAY, Message, Parked
 from .queue import MessageQueue, park, unpark
 

@@ -34,15 +34,13 @@ from gevent.event import Event
 
 from nsqd_py.log import Logger
 
-__all__ = ["BackendError", "DiskQueue", "DummyBackend"]
+from .errors import BackendError
+
+__all__ = ["DiskQueue", "DummyBackend"]
 
 _LEN = struct.Struct(">i")
 _READ_CHUNK = 64 * 1024
 _META_RE = re.compile(rb"\s*([+-]?\d+)\s*\n\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*\n\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*")
-
-
-class BackendError(Exception):
-    """A write or sync failed; the caller reports E_PUB_FAILED or an unhealthy node."""
 
 
 class _Token:

@@ -1,9 +1,5 @@
 """Errors the broker core raises; the front doors translate them into NSQ codes or HTTP statuses."""
 
-from .diskqueue import BackendError  # defined in diskqueue.py until it imports it from here (issue 15)
-
-__all__ = ["BackendError", "CoreError", "ExitingError", "MessageError"]
-
 
 class CoreError(Exception):
     """Base of the core's own errors."""
@@ -14,6 +10,10 @@ class ExitingError(CoreError):
 
     def __init__(self) -> None:
         super().__init__("exiting")
+
+
+class BackendError(Exception):
+    """A disk-queue write or sync failed; the front doors answer E_PUB_FAILED, nsqd reports itself unhealthy."""
 
 
 class MessageError(CoreError):

@@ -11,7 +11,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gevent
 import orjson
@@ -54,10 +54,6 @@ class NSQD:
         #: called with (event, topic, channel) for topic/channel create/delete (lookupd peers listen)
         self.listeners: list[Callable[[str, Topic, Channel | None], None]] = []
         self.data_path = os.path.abspath(opts.data_path or os.getcwd())
-        #: the front doors' TLS context and auth servers (context.ServerContext), copied here by tcp/server.py
-        #: only until tcp/protocol.py reads them from the context; Any, so the core imports no cluster type
-        self.tls_context: Any = None
-        self.auth_servers: Any = None
 
     # ---- lifecycle ----------------------------------------------------------------------------
 

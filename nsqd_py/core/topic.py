@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 
 from .channel import Channel
-from .diskqueue import BackendError
-from .errors import ExitingError
+from .errors import BackendError, ExitingError
 from .guid import GuidFactory
 from .message import Parked
 from .queue import MessageQueue

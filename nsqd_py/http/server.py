@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import ssl
 
-from ..core.nsqd import NSQD
+from ..context import ServerContext
 from ..listen import display_address, remove_socket_file, unix_path
 from .app import create_app
 from .wsgi_server import WSGIServer
@@ -15,20 +15,20 @@ from .wsgi_server import WSGIServer
 class HTTPServer:
     """``ssl_context`` makes it the HTTPS listener (which TLS-required never turns away)."""
 
-    def __init__(self, nsqd: NSQD, listener: socket.socket, name: str = "HTTP",
+    def __init__(self, ctx: ServerContext, listener: socket.socket, name: str = "HTTP",
                  ssl_context: ssl.SSLContext | None = None) -> None:
-        self.nsqd = nsqd
+        self.logger = ctx.logger
         self.name = name
         self.address = display_address(listener)
         self._unix_path = unix_path(listener)
-        app = create_app(nsqd, tls_enabled=ssl_context is not None)
+        app = create_app(ctx, tls_enabled=ssl_context is not None)
         self._server = WSGIServer(listener, app, ssl_context=ssl_context)
 
     def start(self) -> None:
-        self.nsqd.logger.info(f"{self.name}: listening on {self.address}")
+        self.logger.info(f"{self.name}: listening on {self.address}")
         self._server.start()
 
     def close(self) -> None:
-        self.nsqd.logger.info(f"{self.name}: closing {self.address}")
+        self.logger.info(f"{self.name}: closing {self.address}")
         self._server.stop(timeout=1)
         remove_socket_file(self._unix_path)

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from ..gocompat import go_quote
-
-__all__ = ["ClientError", "FatalClientError", "client_text", "go_quote"]  # go_quote: protocol.py imports it here
-
 
 class ClientError(Exception):
     """An error the client caused; sent as an error frame. Only FIN/REQ/TOUCH failures are non-fatal."""

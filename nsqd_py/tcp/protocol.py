@@ -11,18 +11,18 @@ import gevent
 from .. import jsonenc
 from ..cluster.auth import AuthError, AuthServers, AuthState
 from ..core.consumer import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED
-from ..core.diskqueue import BackendError
-from ..core.errors import ExitingError, MessageError
+from ..core.errors import BackendError, ExitingError, MessageError
 from ..core.message import MSG_ID_LENGTH
 from ..core.names import is_valid_name
+from ..gocompat import go_quote
 from ..options import TOPOLOGY_EXPERIMENT
 from ..version import NSQ_VERSION
 from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost
-from .errors import ClientError, FatalClientError, client_text, go_quote
+from .errors import ClientError, FatalClientError, client_text
 from .identify import IdentifyData, parse_identify
 
 if TYPE_CHECKING:
-    from ..core.nsqd import NSQD
+    from ..context import ServerContext
     from ..core.topic import Topic
 
 OK = b"OK"
@@ -49,11 +49,14 @@ def message_id(raw: bytes) -> bytes:
 class ProtocolV2:
     """Runs one client's command loop; one instance per connection."""
 
-    def __init__(self, nsqd: NSQD, client: ClientV2) -> None:
-        self.nsqd = nsqd
+    def __init__(self, ctx: ServerContext, client: ClientV2) -> None:
+        self.nsqd = nsqd = ctx.nsqd
         self.client = client
         self.opts = nsqd.opts
         self.log = nsqd.logger
+        #: fixed at start-up: read once here rather than through the context on every command
+        self.auth_servers = ctx.auth_servers
+        self.tls_context = ctx.tls_context
         self._dispatch_pending = False
         self._commands: dict[bytes, Callable[[list[bytes]], bytes | None]] = {
             b"FIN": self.fin,
@@ -151,7 +154,7 @@ class ProtocolV2:
 
     def _check_auth(self, cmd: str, topic: str, channel: str) -> None:
         """With --auth-http-address set, the client must have AUTHed and be allowed (re-asked past the ttl)."""
-        auth = self.nsqd.auth_servers
+        auth = self.auth_servers
         if auth is None:
             return
         client = self.client
@@ -209,7 +212,7 @@ class ProtocolV2:
         snappy = opts.snappy and data.snappy
         if deflate and snappy:
             raise FatalClientError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
-        tls = self.nsqd.tls_context is not None and data.tls_v1
+        tls = self.tls_context is not None and data.tls_v1
         reply = {
             "max_rdy_count": opts.max_rdy_count,
             "version": NSQ_VERSION,
@@ -221,7 +224,7 @@ class ProtocolV2:
             "max_deflate_level": opts.max_deflate_level,
             "snappy": snappy,
             "sample_rate": client.sample_rate,
-            "auth_required": self.nsqd.auth_servers is not None,
+            "auth_required": self.auth_servers is not None,
             "output_buffer_size": client.output_buffer_size,
             "output_buffer_timeout": round(client.output_buffer_timeout * 1000),
         }
@@ -232,7 +235,7 @@ class ProtocolV2:
         try:
             if tls:
                 self.log.info(f"PROTOCOL(V2): [{client}] upgrading connection to TLS")
-                client.upgrade_tls(self.nsqd.tls_context)  # type: ignore[arg-type]
+                client.upgrade_tls(self.tls_context)  # type: ignore[arg-type]
                 client.send_response(OK)
             if snappy:
                 self.log.info(f"PROTOCOL(V2): [{client}] upgrading connection to snappy")
@@ -309,7 +312,7 @@ class ProtocolV2:
         client = self.client
         if client.authed:
             raise FatalClientError("E_INVALID", "AUTH already set")
-        auth = self.nsqd.auth_servers
+        auth = self.auth_servers
         if auth is None:
             raise FatalClientError("E_AUTH_DISABLED", "AUTH disabled")
         try:

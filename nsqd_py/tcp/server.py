@@ -32,10 +32,8 @@ class TCPServer:
     """Accepts protocol V2 clients for one NSQD."""
 
     def __init__(self, ctx: ServerContext, listener: socket.socket) -> None:
-        self.nsqd = nsqd = ctx.nsqd
-        # Bridge until tcp/protocol.py reads TLS and auth from the context it is given (issue 15 follow-up).
-        nsqd.tls_context = ctx.tls_context
-        nsqd.auth_servers = ctx.auth_servers
+        self.ctx = ctx
+        self.nsqd = ctx.nsqd
         self.listener = listener
         self.address = display_address(listener)
         self._unix_path = unix_path(listener)
@@ -79,7 +77,7 @@ class TCPServer:
         self.connections[client.id] = client
         self.nsqd.add_client(client.id, client)
         try:
-            ProtocolV2(self.nsqd, client).io_loop()
+            ProtocolV2(self.ctx, client).io_loop()
         finally:
             self.connections.pop(client.id, None)
 

@@ -15,7 +15,8 @@ import gevent
 import pytest
 
 from nsqd_py.core import diskqueue as dq_module
-from nsqd_py.core.diskqueue import BackendError, DiskQueue, DummyBackend
+from nsqd_py.core.diskqueue import DiskQueue, DummyBackend
+from nsqd_py.core.errors import BackendError
 from nsqd_py.log import DEBUG, Logger
 
 MIN_SIZE = 26
