@@ -66,10 +66,13 @@ def bench_source(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str
             producer.mpub(topic, [body] * min(1000, a.messages - i))
     with tempfile.TemporaryDirectory() as checkpoint:
         started = time.perf_counter()
-        query = (spark.readStream.format("nsq").option("topic", topic).option("channel", "bench")
-                 .option("nsqd_tcp_addresses", tcp).option("max_messages_per_batch", str(a.batch))
-                 .option("num_partitions", str(a.partitions)).load()
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+        reader = (spark.readStream.format("nsq").option("topic", topic).option("channel", "bench")
+                  .option("nsqd_tcp_addresses", tcp).options(**dict(a.option)))
+        if a.batch:
+            reader = reader.option("max_messages_per_batch", str(a.batch))
+        if a.partitions:
+            reader = reader.option("num_partitions", str(a.partitions))
+        query = (reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         elapsed = time.perf_counter() - started
@@ -87,7 +90,7 @@ def bench_source(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str
 
 def bench_sink(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) -> dict:
     topic = f"spark_bench_sink_{os.getpid()}"
-    df = (spark.range(a.messages, numPartitions=a.partitions)
+    df = (spark.range(a.messages, numPartitions=2)
           .select(F.rpad(F.col("id").cast("string"), a.size, "x").alias("value")).cache())
     df.count()  # generate the rows outside the timing
     started = time.perf_counter()
@@ -102,8 +105,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--size", type=int, default=100, help="body bytes")
-    p.add_argument("--batch", type=int, default=5000, help="max_messages_per_batch")
-    p.add_argument("--partitions", type=int, default=2, help="input partitions per batch / write partitions")
+    p.add_argument("--batch", type=int, help="max_messages_per_batch (default: the source's)")
+    p.add_argument("--partitions", type=int, help="num_partitions (default: the source's); 2 write partitions")
+    p.add_argument("--option", type=lambda kv: tuple(kv.split("=", 1)), action="append", default=[],
+                   metavar="KEY=VALUE", help="another source option (repeatable)")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--nsqd-tcp-address")
     p.add_argument("--nsqd-http-address")
@@ -137,7 +142,8 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     src, sink = result["source"], result["sink"]
-    print(f"{a.messages} messages of {a.size} B, max_messages_per_batch={a.batch}, {a.master}")
+    print(f"{a.messages} messages of {a.size} B, max_messages_per_batch={a.batch or 'default'}, "
+          f"num_partitions={a.partitions or 'default'}, {dict(a.option)}, {a.master}")
     print(f"source -> noop : {src['rows']:>8} rows in {src['seconds']:6.1f} s = {src['rows_per_s']:9.0f} rows/s "
           f"({src['batches']} batches; {src['rows_per_s_in_batches']:.0f} rows/s inside batches; "
           f"{src['left_in_nsqd']} left in nsqd)")

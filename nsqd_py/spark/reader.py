@@ -69,7 +69,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _state(self) -> _Live:
         if self._live is None:
-            consumer = Consumer(self.opts, max_in_flight=self.opts.max_messages_per_batch)
+            consumer = Consumer(self.opts, max_in_flight=self.opts.max_in_flight)
             consumer.start()
             self._live = _Live(consumer)
         return self._live
