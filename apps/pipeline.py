@@ -3,7 +3,8 @@
 Embedded: `nsq-pipeline --topic events --nsqd-tcp-address 127.0.0.1:4150 --output /data/lake` (Spark runs in this
 process, `--master local[*]`). On a cluster: `spark-submit --master spark://host:7077 apps/pipeline.py ...` (the
 master spark-submit was given is kept) or `--master spark://...|yarn|k8s://...`. SIGINT/SIGTERM stop the queries
-between batches. See docs/spark.md.
+cleanly: the events query's last batch is committed to NSQ (FIN), what it had not started is handed back (REQ).
+See docs/spark.md.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from nsqd_py.spark import register
 from nsqd_py.spark.archive import run_archive
-from nsqd_py.spark.pipeline import PipelineConfig, events_schema, start_counts, start_events
+from nsqd_py.spark.pipeline import PipelineConfig, events_schema, start_counts, start_events, stop_query
 from nsqd_py.spark.progress import follow
 
 
@@ -102,12 +103,13 @@ def session(args: argparse.Namespace) -> SparkSession:
 
 def run(spark: SparkSession, cfg: PipelineConfig, stop: threading.Event) -> None:
     out = functools.partial(print, flush=True)
+    stopper = functools.partial(stop_query, cfg=cfg)
     events = start_events(spark, cfg)
     if cfg.available_now:
-        follow([events], out, stop)
-        follow([start_counts(spark, cfg, events_schema(spark, cfg))], out, stop)
+        follow([events], out, stop, stopper=stopper)
+        follow([start_counts(spark, cfg, events_schema(spark, cfg))], out, stop, stopper=stopper)
     else:
-        follow([events, start_counts(spark, cfg, events_schema(spark, cfg))], out, stop)
+        follow([events, start_counts(spark, cfg, events_schema(spark, cfg))], out, stop, stopper=stopper)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,6 +13,7 @@ A minute's count is written once the watermark (the latest event time seen minus
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -20,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.types import StringType, StructField, StructType
 
+from .control import stop_gracefully
 from .schema import MESSAGE_SCHEMA
 
 #: columns the pipeline adds; a JSON schema must not use these names
@@ -56,6 +58,10 @@ class PipelineConfig:
     @property
     def counts_path(self) -> str:
         return f"{self.output.rstrip('/')}/counts"
+
+    def sources(self) -> Iterator[tuple[str, str]]:
+        """(topic, channel) of every format("nsq") reader."""
+        return ((topic, self.channel) for topic in self.topics)
 
     def checkpoint_path(self, query: str) -> str:
         base = self.checkpoint or f"{self.output.rstrip('/')}/_checkpoints"
@@ -146,6 +152,14 @@ def start_counts(spark: SparkSession, cfg: PipelineConfig, events_schema: Struct
               .outputMode("append").option("path", cfg.counts_path)
               .option("checkpointLocation", cfg.checkpoint_path("counts")))
     return _trigger(writer, cfg).start()
+
+
+def stop_query(query: StreamingQuery, cfg: PipelineConfig, timeout: float = 60.0) -> None:
+    """The events query drains its readers first (no batch left to redeliver); the counts query just stops."""
+    if query.name == "events":
+        stop_gracefully(query, cfg.sources(), timeout)
+    else:
+        query.stop()
 
 
 def events_schema(spark: SparkSession, cfg: PipelineConfig) -> StructType:
