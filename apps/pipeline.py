@@ -45,6 +45,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     schema.add_argument("--schema-file", type=Path, help="a file holding that DDL")
     p.add_argument("--event-time-field", default="", help="schema field with the event time (default: publish time)")
     p.add_argument("--watermark", default="10 minutes", help="lateness allowed for the counts (default %(default)s)")
+    p.add_argument("--dedupe-window", default="5 minutes",
+                   help="drop redeliveries of a message id seen within this processing time; '' disables "
+                        "(default %(default)s)")
     p.add_argument("--trigger", default="10 seconds", help="micro-batch interval (default %(default)s)")
     p.add_argument("--available-now", action="store_true", help="process what is there now, then exit")
     p.add_argument("--max-messages-per-batch", type=int, help="format('nsq') max_messages_per_batch")
@@ -76,7 +79,8 @@ def config(args: argparse.Namespace) -> PipelineConfig:
         topics=tuple(args.topic), output=args.output, checkpoint=args.checkpoint, channel=args.channel,
         nsqd_tcp_addresses=tuple(args.nsqd_tcp_address), lookupd_http_addresses=tuple(args.lookupd_http_address),
         schema=args.schema_file.read_text().strip() if args.schema_file else args.schema,
-        event_time_field=args.event_time_field, watermark=args.watermark, trigger=args.trigger,
+        event_time_field=args.event_time_field, watermark=args.watermark, dedupe_window=args.dedupe_window,
+        trigger=args.trigger,
         available_now=args.available_now, source_options=source_options,
     )
 

@@ -2,8 +2,9 @@
 
 Two streaming queries, each with its own checkpoint under ``checkpoint``:
 
-* events: every topic is read once (format "nsq", at-least-once), JSON bodies are parsed with the given schema (or
-  kept raw), and rows are appended to ``output/events/date=YYYY-MM-DD/hour=H/``;
+* events: every topic is read once (format "nsq", at-least-once), redeliveries are dropped by message id (see
+  `drop_redeliveries`), JSON bodies are parsed with the given schema (or kept raw), and rows are appended to
+  ``output/events/date=YYYY-MM-DD/hour=H/``;
 * counts: reads the events table back as a file stream (only files the events sink committed) and appends a
   watermarked count per minute and topic to ``output/counts``. Reading the table rather than NSQ again keeps
   one consumer per topic and makes the counts agree with the stored events.
@@ -28,6 +29,8 @@ from .schema import MESSAGE_SCHEMA
 META_COLUMNS = ("nsq_id", "nsq_timestamp", "nsq_attempts", "nsq_topic", "nsq_channel", "nsq_address", "event_time",
                 "date", "hour")
 CORRUPT_COLUMN = "_corrupt_record"
+#: when a micro-batch read its messages; only the dedupe uses it
+_RECEIVED = "_nsq_received"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class PipelineConfig:
     #: publish time is the event time
     event_time_field: str = ""
     watermark: str = "10 minutes"
+    #: how long (processing time) a message id is remembered to drop its redeliveries; empty: no dedupe
+    dedupe_window: str = "5 minutes"
     trigger: str = "10 seconds"
     available_now: bool = False
     #: more options for format("nsq"), e.g. max_messages_per_batch, msg_timeout, tls
@@ -107,6 +112,18 @@ def to_events(messages: DataFrame, cfg: PipelineConfig) -> DataFrame:
     ).withColumn("date", F.date_format("event_time", "yyyy-MM-dd")).withColumn("hour", F.hour("event_time"))
 
 
+def drop_redeliveries(messages: DataFrame, window: str) -> DataFrame:
+    """The first delivery of every message id seen within ``window`` of processing time.
+
+    A redelivery (after a crash, a restart or a msg_timeout) keeps its id. The watermark is processing time (when
+    the batch read it), not the publish time: a watermark on the publish time would drop as late every message
+    that nsqd delivers out of order (requeued, or from its disk queue) by more than the window. An id stays in the
+    state until the batches' time has moved on by about twice the window.
+    """
+    return (messages.withColumn(_RECEIVED, F.current_timestamp()).withWatermark(_RECEIVED, window)
+            .dropDuplicatesWithinWatermark(["id"]).drop(_RECEIVED))
+
+
 def minute_counts(events: DataFrame, watermark: str | None) -> DataFrame:
     """Events per minute of event time and topic: `minute`, `topic`, `count` (watermarked when streaming)."""
     if watermark:
@@ -139,7 +156,10 @@ def _trigger(writer: DataStreamWriter, cfg: PipelineConfig) -> DataStreamWriter:
 
 
 def start_events(spark: SparkSession, cfg: PipelineConfig) -> StreamingQuery:
-    events = to_events(read_topics(spark, cfg), cfg)
+    messages = read_topics(spark, cfg)
+    if cfg.dedupe_window:
+        messages = drop_redeliveries(messages, cfg.dedupe_window)
+    events = to_events(messages, cfg)
     writer = (events.writeStream.queryName("events").format("parquet").partitionBy("date", "hour")
               .option("path", cfg.events_path).option("checkpointLocation", cfg.checkpoint_path("events")))
     return _trigger(writer, cfg).start()
