@@ -24,6 +24,11 @@ from nsqd_py.spark.archive import run_archive
 from nsqd_py.spark.pipeline import PipelineConfig, events_schema, start_counts, start_events, stop_query
 from nsqd_py.spark.progress import follow
 
+NOT_IMPORTABLE = """nsq-pipeline: Spark could not import nsqd_py with the Python it runs for the data source
+({python}). Spark plans format("nsq") in a Python process on the driver started with spark.pyspark.python (or
+PYSPARK_PYTHON), and executors run the same path: point it at an interpreter where nsqd-py is installed, at the same
+absolute path on every node, e.g. --conf spark.pyspark.python=/opt/pipeline-env/bin/python (docs/spark.md)."""
+
 
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
@@ -32,8 +37,20 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+class _PrintPath(argparse.Action):
+    """`--print-path`: this file, for `spark-submit "$(nsq-pipeline --print-path)" ...`."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the path of this app (for spark-submit) and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(Path(__file__).resolve())
+        parser.exit()
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="nsq-pipeline", description=__doc__.split("\n")[0])
+    p.add_argument("--print-path", action=_PrintPath)
     p.add_argument("--topic", action="append", default=[], help="NSQ topic (repeatable; with --from-archive a filter)")
     p.add_argument("--channel", default="nsq_pipeline", help="NSQ channel (default %(default)s)")
     p.add_argument("--nsqd-tcp-address", action="append", default=[], help="nsqd TCP address (repeatable)")
@@ -131,6 +148,9 @@ def main(argv: list[str] | None = None) -> None:
             run(spark, cfg, stop)
     except Exception as err:  # a bad schema, an archive error or a failed query: the message says which
         print(f"nsq-pipeline: {err}", file=sys.stderr)
+        if "No module named 'nsqd_py'" in str(err):
+            print(NOT_IMPORTABLE.format(python=spark.sparkContext.getConf().get("spark.pyspark.python", "")
+                                        or os.environ.get("PYSPARK_PYTHON", "python3")), file=sys.stderr)
         sys.exit(1)
     finally:
         spark.stop()
