@@ -65,9 +65,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--dedupe-window", default="5 minutes",
                    help="drop redeliveries of a message id seen within this processing time; '' disables "
                         "(default %(default)s)")
-    p.add_argument("--trigger", default="10 seconds", help="micro-batch interval (default %(default)s)")
+    p.add_argument("--trigger", default="1 second", help="micro-batch interval (default %(default)s)")
     p.add_argument("--available-now", action="store_true", help="process what is there now, then exit")
-    p.add_argument("--max-messages-per-batch", type=int, help="format('nsq') max_messages_per_batch")
+    p.add_argument("--max-messages-per-batch", type=int,
+                   help="format('nsq') max_messages_per_batch (default 50000 here)")
     p.add_argument("--msg-timeout", help="format('nsq') msg_timeout, e.g. 60s")
     p.add_argument("--source-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="any other format('nsq') option (repeatable)")
