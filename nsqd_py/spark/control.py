@@ -48,22 +48,36 @@ class DrainServer:
         self._sock: socket.socket | None = None
 
     def start(self) -> bool:
-        """Listen; False (and a warning) when a live reader already serves this topic/channel on this host."""
+        """Listen; False (and a warning) when a live reader already serves this topic/channel on this host or the
+        socket cannot be created: the reader works on, only without a clean stop."""
+        try:
+            self._sock = self._listen()
+        except OSError as err:
+            log.warning("no clean stop for this reader: %s", err)
+            return False
+        if self._sock is None:
+            log.warning("another reader on this host serves %s: no clean stop for this one", self.path)
+            return False
+        threading.Thread(target=self._serve, args=(self._sock,), name="nsq-drain", daemon=True).start()
+        return True
+
+    def _listen(self) -> socket.socket | None:
         os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
         if os.path.exists(self.path):
             try:
                 with socket.socket(socket.AF_UNIX) as probe:
                     probe.connect(self.path)
-                log.warning("another reader on this host serves %s: no clean stop for this one", self.path)
-                return False
+                return None
             except OSError:
                 os.unlink(self.path)  # left behind by a killed reader
         sock = socket.socket(socket.AF_UNIX)
-        sock.bind(self.path)
-        sock.listen()
-        self._sock = sock
-        threading.Thread(target=self._serve, args=(sock,), name="nsq-drain", daemon=True).start()
-        return True
+        try:
+            sock.bind(self.path)
+            sock.listen()
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
     def close(self) -> None:
         if self._sock is not None:

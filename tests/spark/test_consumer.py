@@ -6,12 +6,14 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from nsqd_py.client.errors import NSQConnectionError
 from nsqd_py.spark.consumer import Consumer
+from nsqd_py.spark.control import DrainServer
 from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
 from nsqd_py.spark.reader import NSQStreamReader
 from tests.spark.util import channel_stats, drained, publish
@@ -152,3 +154,18 @@ def test_unreachable_nsqd_fails_at_start() -> None:
     opts = ReadOptions.parse({"topic": "t", "channel": "c", "nsqd_tcp_addresses": f"127.0.0.1:{free_port()}"})
     with pytest.raises(NSQConnectionError, match=r"could not subscribe on any of .*refused"):
         Consumer(opts, max_in_flight=10).start()
+
+
+def test_drain_socket_is_taken_over_from_a_dead_reader_only(tmp_path: Path) -> None:
+    path = str(tmp_path / "reader.sock")
+    first = DrainServer(path, lambda: None, lambda: True)
+    assert first.start()
+    assert not DrainServer(path, lambda: None, lambda: True).start()  # a live reader keeps it
+    assert first._sock is not None
+    first._sock.close()  # as if killed: the socket file stays behind
+    second = DrainServer(path, lambda: None, lambda: True)
+    try:
+        assert second.start()
+    finally:
+        second.close()
+    assert not Path(path).exists()
