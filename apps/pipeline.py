@@ -3,7 +3,8 @@
 Embedded: `nsq-pipeline --topic events --nsqd-tcp-address 127.0.0.1:4150 --output /data/lake` (Spark runs in this
 process, `--master local[*]`). On a cluster: `spark-submit --master spark://host:7077 apps/pipeline.py ...` (the
 master spark-submit was given is kept) or `--master spark://...|yarn|k8s://...`. SIGINT/SIGTERM stop the queries
-between batches. See docs/spark.md.
+cleanly: the events query's last batch is committed to NSQ (FIN), what it had not started is handed back (REQ).
+See docs/spark.md.
 """
 
 from __future__ import annotations
@@ -20,8 +21,13 @@ from pyspark.sql import SparkSession
 
 from nsqd_py.spark import register
 from nsqd_py.spark.archive import run_archive
-from nsqd_py.spark.pipeline import PipelineConfig, events_schema, start_counts, start_events
+from nsqd_py.spark.pipeline import PipelineConfig, events_schema, start_counts, start_events, stop_query
 from nsqd_py.spark.progress import follow
+
+NOT_IMPORTABLE = """nsq-pipeline: Spark could not import nsqd_py with the Python it runs for the data source
+({python}). Spark plans format("nsq") in a Python process on the driver started with spark.pyspark.python (or
+PYSPARK_PYTHON), and executors run the same path: point it at an interpreter where nsqd-py is installed, at the same
+absolute path on every node, e.g. --conf spark.pyspark.python=/opt/pipeline-env/bin/python (docs/spark.md)."""
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -31,8 +37,20 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+class _PrintPath(argparse.Action):
+    """`--print-path`: this file, for `spark-submit "$(nsq-pipeline --print-path)" ...`."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the path of this app (for spark-submit) and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(Path(__file__).resolve())
+        parser.exit()
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="nsq-pipeline", description=__doc__.split("\n")[0])
+    p.add_argument("--print-path", action=_PrintPath)
     p.add_argument("--topic", action="append", default=[], help="NSQ topic (repeatable; with --from-archive a filter)")
     p.add_argument("--channel", default="nsq_pipeline", help="NSQ channel (default %(default)s)")
     p.add_argument("--nsqd-tcp-address", action="append", default=[], help="nsqd TCP address (repeatable)")
@@ -44,9 +62,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     schema.add_argument("--schema-file", type=Path, help="a file holding that DDL")
     p.add_argument("--event-time-field", default="", help="schema field with the event time (default: publish time)")
     p.add_argument("--watermark", default="10 minutes", help="lateness allowed for the counts (default %(default)s)")
-    p.add_argument("--trigger", default="10 seconds", help="micro-batch interval (default %(default)s)")
+    p.add_argument("--dedupe-window", default="5 minutes",
+                   help="drop redeliveries of a message id seen within this processing time; '' disables "
+                        "(default %(default)s)")
+    p.add_argument("--trigger", default="1 second", help="micro-batch interval (default %(default)s)")
     p.add_argument("--available-now", action="store_true", help="process what is there now, then exit")
-    p.add_argument("--max-messages-per-batch", type=int, help="format('nsq') max_messages_per_batch")
+    p.add_argument("--max-messages-per-batch", type=int,
+                   help="format('nsq') max_messages_per_batch (default 50000 here)")
     p.add_argument("--msg-timeout", help="format('nsq') msg_timeout, e.g. 60s")
     p.add_argument("--source-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="any other format('nsq') option (repeatable)")
@@ -75,7 +97,8 @@ def config(args: argparse.Namespace) -> PipelineConfig:
         topics=tuple(args.topic), output=args.output, checkpoint=args.checkpoint, channel=args.channel,
         nsqd_tcp_addresses=tuple(args.nsqd_tcp_address), lookupd_http_addresses=tuple(args.lookupd_http_address),
         schema=args.schema_file.read_text().strip() if args.schema_file else args.schema,
-        event_time_field=args.event_time_field, watermark=args.watermark, trigger=args.trigger,
+        event_time_field=args.event_time_field, watermark=args.watermark, dedupe_window=args.dedupe_window,
+        trigger=args.trigger,
         available_now=args.available_now, source_options=source_options,
     )
 
@@ -102,12 +125,13 @@ def session(args: argparse.Namespace) -> SparkSession:
 
 def run(spark: SparkSession, cfg: PipelineConfig, stop: threading.Event) -> None:
     out = functools.partial(print, flush=True)
+    stopper = functools.partial(stop_query, cfg=cfg)
     events = start_events(spark, cfg)
     if cfg.available_now:
-        follow([events], out, stop)
-        follow([start_counts(spark, cfg, events_schema(spark, cfg))], out, stop)
+        follow([events], out, stop, stopper=stopper)
+        follow([start_counts(spark, cfg, events_schema(spark, cfg))], out, stop, stopper=stopper)
     else:
-        follow([events, start_counts(spark, cfg, events_schema(spark, cfg))], out, stop)
+        follow([events, start_counts(spark, cfg, events_schema(spark, cfg))], out, stop, stopper=stopper)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,6 +149,9 @@ def main(argv: list[str] | None = None) -> None:
             run(spark, cfg, stop)
     except Exception as err:  # a bad schema, an archive error or a failed query: the message says which
         print(f"nsq-pipeline: {err}", file=sys.stderr)
+        if "No module named 'nsqd_py'" in str(err):
+            print(NOT_IMPORTABLE.format(python=spark.sparkContext.getConf().get("spark.pyspark.python", "")
+                                        or os.environ.get("PYSPARK_PYTHON", "python3")), file=sys.stderr)
         sys.exit(1)
     finally:
         spark.stop()

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Rows/s through the Spark "nsq" connector on local[2]: the source into Spark's no-op sink, and the sink.
+"""Rows/s through the Spark "nsq" connector on local[2]: the source into Spark's no-op sink, the nsq-pipeline
+events query, and the sink.
 
 Starts an nsqd (the venv's, on free loopback ports, temp data dir) unless --nsqd-tcp-address/--nsqd-http-address
 point at one. Source: publish --messages bodies of --size bytes, then run a readStream with
 trigger(availableNow=True) into format("noop") and time it (start to end, and the sum of the batches' own
-durations). Sink: spark.range(--messages) as --size-byte strings, df.write.format("nsq"), then check the topic
-depth. Prints a table; --json prints the numbers.
+durations; every batch counts: the session keeps all progress updates, not Spark's last 100). Pipeline: the same
+number of --size-byte JSON events drained by nsq-pipeline's events query (dedupe, JSON, Parquet by date/hour)
+with --available-now. Sink: spark.range(--messages) as --size-byte strings, df.write.format("nsq"), then check
+the topic depth. Live (only with --only live): the events query on its processing-time trigger while --rate
+events/s are published for --duration seconds, with the lag every second. Prints a table; --json prints the
+numbers; --only picks some.
 
-    .venv/bin/python bench/bench_spark.py --messages 200000 --size 100
+    .venv/bin/python bench/bench_spark.py --messages 200000 --size 200
 """
 
 from __future__ import annotations
@@ -19,15 +24,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import requests
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from nsqd_py.client import Producer, nsqd_stats
-from nsqd_py.spark import register
+from nsqd_py.spark import register, stop_gracefully
+from nsqd_py.spark.pipeline import PipelineConfig, start_events
 
 
 def free_port() -> int:
@@ -58,36 +66,110 @@ def depth(http: str, topic: str) -> int:
                for t in stats["topics"] or [])
 
 
+def publish(tcp: str, topic: str, bodies: list[bytes]) -> None:
+    with Producer(tcp) as producer:
+        for i in range(0, len(bodies), 1000):
+            producer.mpub(topic, bodies[i:i + 1000])
+
+
+def batch_stats(query: StreamingQuery, elapsed: float, verbose: bool) -> dict:
+    progress = query.recentProgress
+    if verbose:
+        for p in progress:
+            print(p.name, p.batchId, p.numInputRows, p.durationMs, file=sys.stderr)
+    rows = sum(p.numInputRows for p in progress)
+    batches_ms = sum(p.durationMs.get("triggerExecution", 0) for p in progress if "addBatch" in p.durationMs)
+    return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
+            "batches": sum(1 for p in progress if p.numInputRows),
+            "rows_per_s_in_batches": rows / (batches_ms / 1000) if batches_ms else 0.0}
+
+
+def source_options(a: argparse.Namespace) -> dict[str, str]:
+    options = dict(a.option)
+    if a.batch:
+        options["max_messages_per_batch"] = str(a.batch)
+    if a.partitions:
+        options["num_partitions"] = str(a.partitions)
+    return options
+
+
 def bench_source(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) -> dict:
     topic = f"spark_bench_src_{os.getpid()}"
-    body = b"x" * a.size
-    with Producer(tcp) as producer:
-        for i in range(0, a.messages, 1000):
-            producer.mpub(topic, [body] * min(1000, a.messages - i))
+    publish(tcp, topic, [b"x" * a.size] * a.messages)
     with tempfile.TemporaryDirectory() as checkpoint:
         started = time.perf_counter()
         query = (spark.readStream.format("nsq").option("topic", topic).option("channel", "bench")
-                 .option("nsqd_tcp_addresses", tcp).option("max_messages_per_batch", str(a.batch))
-                 .option("num_partitions", str(a.partitions)).load()
+                 .option("nsqd_tcp_addresses", tcp).options(**source_options(a)).load()
                  .writeStream.format("noop").option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
-        elapsed = time.perf_counter() - started
-        progress = query.recentProgress
-    if a.verbose:
-        for p in progress:
-            print(p.batchId, p.numInputRows, p.durationMs, file=sys.stderr)
-    rows = sum(p.numInputRows for p in progress)
-    batches_ms = sum(p.durationMs.get("triggerExecution", 0) for p in progress if "addBatch" in p.durationMs)
-    non_empty = [p for p in progress if p.numInputRows]
-    left = depth(http, topic)
-    return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed, "batches": len(non_empty),
-            "rows_per_s_in_batches": rows / (batches_ms / 1000) if batches_ms else 0.0, "left_in_nsqd": left}
+        result = batch_stats(query, time.perf_counter() - started, a.verbose)
+    return {**result, "left_in_nsqd": depth(http, topic)}
+
+
+def json_event(i: int, size: int) -> bytes:
+    event = json.dumps({"user": f"user{i % 1000}", "amount": i / 100, "ts": time.time(), "pad": ""})
+    return event.replace('"pad": ""', f'"pad": "{"p" * max(0, size - len(event))}"').encode()
+
+
+def bench_pipeline(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) -> dict:
+    """nsq-pipeline's events query (dedupe, JSON, Parquet by date/hour) draining the backlog."""
+    topic = f"spark_bench_pipe_{os.getpid()}"
+    publish(tcp, topic, [json_event(i, a.size) for i in range(a.messages)])
+    with tempfile.TemporaryDirectory() as lake:
+        cfg = PipelineConfig(topics=(topic,), output=lake, nsqd_tcp_addresses=(tcp,), available_now=True,
+                             schema="user string, amount double, ts double, pad string",
+                             dedupe_window=a.dedupe_window, source_options=source_options(a))
+        started = time.perf_counter()
+        query = start_events(spark, cfg)
+        query.awaitTermination()
+        result = batch_stats(query, time.perf_counter() - started, a.verbose)
+    return {**result, "left_in_nsqd": depth(http, topic)}
+
+
+def bench_live(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) -> dict:
+    """nsq-pipeline's events query at its default trigger while --rate events/s arrive for --duration seconds:
+    the lag (published, not yet FINed) every second. A pipeline that keeps up has a flat lag."""
+    topic = f"spark_bench_live_{os.getpid()}"
+    with tempfile.TemporaryDirectory() as lake:
+        cfg = PipelineConfig(topics=(topic,), output=lake, nsqd_tcp_addresses=(tcp,),
+                             schema="user string, amount double, ts double, pad string",
+                             dedupe_window=a.dedupe_window, trigger=a.trigger or PipelineConfig.trigger,
+                             source_options=source_options(a))
+        publish(tcp, topic, [json_event(0, a.size)])
+        query = start_events(spark, cfg)
+        while not query.recentProgress:  # subscribed and warm
+            time.sleep(0.2)
+        done = threading.Event()
+        sent = [0]
+
+        def produce() -> None:
+            with Producer(tcp) as producer:
+                started, chunk = time.perf_counter(), max(1, a.rate // 20)
+                while not done.is_set() and time.perf_counter() - started < a.duration:
+                    producer.mpub(topic, [json_event(sent[0] + i, a.size) for i in range(chunk)])
+                    sent[0] += chunk
+                    time.sleep(max(0.0, started + sent[0] / a.rate - time.perf_counter()))
+
+        producer = threading.Thread(target=produce)
+        started = time.perf_counter()
+        producer.start()
+        lag = []
+        while producer.is_alive():
+            time.sleep(1)
+            lag.append(depth(http, topic))
+        publish_s = time.perf_counter() - started
+        while depth(http, topic) and time.perf_counter() - started < publish_s + 120:
+            time.sleep(0.5)
+        catch_up = time.perf_counter() - started - publish_s
+        stop_gracefully(query, cfg.sources())
+    return {"rate": a.rate, "published": sent[0], "publish_rate": sent[0] / publish_s, "lag_samples": lag,
+            "max_lag": max(lag, default=0), "catch_up_s": catch_up, "left_in_nsqd": depth(http, topic)}
 
 
 def bench_sink(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) -> dict:
     topic = f"spark_bench_sink_{os.getpid()}"
-    df = (spark.range(a.messages, numPartitions=a.partitions)
+    df = (spark.range(a.messages, numPartitions=2)
           .select(F.rpad(F.col("id").cast("string"), a.size, "x").alias("value")).cache())
     df.count()  # generate the rows outside the timing
     started = time.perf_counter()
@@ -98,15 +180,25 @@ def bench_sink(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) 
     return {"rows": a.messages, "seconds": elapsed, "rows_per_s": a.messages / elapsed, "in_nsqd": published}
 
 
+BENCHES = {"source": bench_source, "pipeline": bench_pipeline, "live": bench_live, "sink": bench_sink}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--size", type=int, default=100, help="body bytes")
-    p.add_argument("--batch", type=int, default=5000, help="max_messages_per_batch")
-    p.add_argument("--partitions", type=int, default=2, help="input partitions per batch / write partitions")
+    p.add_argument("--batch", type=int, help="max_messages_per_batch (default: the source's)")
+    p.add_argument("--partitions", type=int, help="num_partitions (default: the source's); 2 write partitions")
+    p.add_argument("--option", type=lambda kv: tuple(kv.split("=", 1)), action="append", default=[],
+                   metavar="KEY=VALUE", help="another source option (repeatable)")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--nsqd-tcp-address")
     p.add_argument("--nsqd-http-address")
+    p.add_argument("--dedupe-window", default=PipelineConfig.dedupe_window, help="the pipeline's; '' disables")
+    p.add_argument("--trigger", help="live: the pipeline's trigger interval (default: its own)")
+    p.add_argument("--rate", type=int, default=20_000, help="live: events/s published")
+    p.add_argument("--duration", type=float, default=60.0, help="live: seconds of publishing")
+    p.add_argument("--only", action="append", choices=BENCHES, help="run only these (repeatable)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--verbose", action="store_true", help="print every batch's phase durations (stderr)")
     a = p.parse_args()
@@ -120,13 +212,17 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(a.master).appName("bench_spark").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+             .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+             # every batch counts, not only the last 100
+             .config("spark.sql.streaming.numRecentProgressUpdates", "1000000").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     try:
         spark.range(10).count()  # JVM and Python workers warm
-        result = {"messages": a.messages, "size": a.size, "batch": a.batch, "master": a.master,
-                  "source": bench_source(spark, a, tcp, http), "sink": bench_sink(spark, a, tcp, http)}
+        result: dict = {"messages": a.messages, "size": a.size, "batch": a.batch, "master": a.master,
+                        "load": os.getloadavg()[0]}
+        for bench in a.only or ("source", "pipeline", "sink"):
+            result[bench] = BENCHES[bench](spark, a, tcp, http)
     finally:
         spark.stop()
         if nsqd is not None:
@@ -136,13 +232,24 @@ def main() -> None:
     if a.json:
         print(json.dumps(result, indent=2))
         return
-    src, sink = result["source"], result["sink"]
-    print(f"{a.messages} messages of {a.size} B, max_messages_per_batch={a.batch}, {a.master}")
-    print(f"source -> noop : {src['rows']:>8} rows in {src['seconds']:6.1f} s = {src['rows_per_s']:9.0f} rows/s "
-          f"({src['batches']} batches; {src['rows_per_s_in_batches']:.0f} rows/s inside batches; "
-          f"{src['left_in_nsqd']} left in nsqd)")
-    print(f"sink  -> nsqd  : {sink['rows']:>8} rows in {sink['seconds']:6.1f} s = {sink['rows_per_s']:9.0f} rows/s "
-          f"({sink['in_nsqd']} in the topic)")
+    print(f"{a.messages} messages of {a.size} B, max_messages_per_batch={a.batch or 'default'}, "
+          f"num_partitions={a.partitions or 'default'}, {dict(a.option)}, {a.master}, "
+          f"load {result['load']:.2f} -> {os.getloadavg()[0]:.2f}")
+    for bench in ("source", "pipeline"):
+        if bench in result:
+            r = result[bench]
+            print(f"{bench + ' ->':<11}: {r['rows']:>8} rows in {r['seconds']:6.1f} s = {r['rows_per_s']:9.0f} rows/s "
+                  f"({r['batches']} batches; {r['rows_per_s_in_batches']:.0f} rows/s inside batches; "
+                  f"{r['left_in_nsqd']} left in nsqd)")
+    if "live" in result:
+        live = result["live"]
+        print(f"live       : {live['published']} events at {live['publish_rate']:.0f}/s: lag every 10 s "
+              f"{live['lag_samples'][::10]}, max {live['max_lag']}, caught up {live['catch_up_s']:.1f} s after "
+              f"publishing ended ({live['left_in_nsqd']} left)")
+    if "sink" in result:
+        sink = result["sink"]
+        print(f"sink ->    : {sink['rows']:>8} rows in {sink['seconds']:6.1f} s = {sink['rows_per_s']:9.0f} rows/s "
+              f"({sink['in_nsqd']} in the topic)")
 
 
 if __name__ == "__main__":

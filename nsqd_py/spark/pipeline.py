@@ -2,8 +2,9 @@
 
 Two streaming queries, each with its own checkpoint under ``checkpoint``:
 
-* events: every topic is read once (format "nsq", at-least-once), JSON bodies are parsed with the given schema (or
-  kept raw), and rows are appended to ``output/events/date=YYYY-MM-DD/hour=H/``;
+* events: every topic is read once (format "nsq", at-least-once), redeliveries are dropped by message id (see
+  `drop_redeliveries`), JSON bodies are parsed with the given schema (or kept raw), and rows are appended to
+  ``output/events/date=YYYY-MM-DD/hour=H/``;
 * counts: reads the events table back as a file stream (only files the events sink committed) and appends a
   watermarked count per minute and topic to ``output/counts``. Reading the table rather than NSQ again keeps
   one consumer per topic and makes the counts agree with the stored events.
@@ -13,6 +14,7 @@ A minute's count is written once the watermark (the latest event time seen minus
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -20,12 +22,18 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.types import StringType, StructField, StructType
 
+from .control import stop_gracefully
 from .schema import MESSAGE_SCHEMA
 
 #: columns the pipeline adds; a JSON schema must not use these names
 META_COLUMNS = ("nsq_id", "nsq_timestamp", "nsq_attempts", "nsq_topic", "nsq_channel", "nsq_address", "event_time",
                 "date", "hour")
 CORRUPT_COLUMN = "_corrupt_record"
+#: format("nsq") options the pipeline sets unless overridden: with a 1 s trigger, batches of up to 50 000 keep up
+#: with 20 000 msg/s of 200-byte JSON on two cores (docs/spark.md, bench/bench_spark.py --only live)
+SOURCE_DEFAULTS = {"max_messages_per_batch": "50000"}
+#: when a micro-batch read its messages; only the dedupe uses it
+_RECEIVED = "_nsq_received"
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,9 @@ class PipelineConfig:
     #: publish time is the event time
     event_time_field: str = ""
     watermark: str = "10 minutes"
-    trigger: str = "10 seconds"
+    #: how long (processing time) a message id is remembered to drop its redeliveries; empty: no dedupe
+    dedupe_window: str = "5 minutes"
+    trigger: str = "1 second"
     available_now: bool = False
     #: more options for format("nsq"), e.g. max_messages_per_batch, msg_timeout, tls
     source_options: dict[str, str] = field(default_factory=dict)
@@ -56,6 +66,10 @@ class PipelineConfig:
     @property
     def counts_path(self) -> str:
         return f"{self.output.rstrip('/')}/counts"
+
+    def sources(self) -> Iterator[tuple[str, str]]:
+        """(topic, channel) of every format("nsq") reader."""
+        return ((topic, self.channel) for topic in self.topics)
 
     def checkpoint_path(self, query: str) -> str:
         base = self.checkpoint or f"{self.output.rstrip('/')}/_checkpoints"
@@ -101,6 +115,18 @@ def to_events(messages: DataFrame, cfg: PipelineConfig) -> DataFrame:
     ).withColumn("date", F.date_format("event_time", "yyyy-MM-dd")).withColumn("hour", F.hour("event_time"))
 
 
+def drop_redeliveries(messages: DataFrame, window: str) -> DataFrame:
+    """The first delivery of every message id seen within ``window`` of processing time.
+
+    A redelivery (after a crash, a restart or a msg_timeout) keeps its id. The watermark is processing time (when
+    the batch read it), not the publish time: a watermark on the publish time would drop as late every message
+    that nsqd delivers out of order (requeued, or from its disk queue) by more than the window. An id stays in the
+    state until the batches' time has moved on by about twice the window.
+    """
+    return (messages.withColumn(_RECEIVED, F.current_timestamp()).withWatermark(_RECEIVED, window)
+            .dropDuplicatesWithinWatermark(["id"]).drop(_RECEIVED))
+
+
 def minute_counts(events: DataFrame, watermark: str | None) -> DataFrame:
     """Events per minute of event time and topic: `minute`, `topic`, `count` (watermarked when streaming)."""
     if watermark:
@@ -119,7 +145,7 @@ def read_topics(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
             reader = reader.option("nsqd_tcp_addresses", ",".join(cfg.nsqd_tcp_addresses))
         else:
             reader = reader.option("lookupd_http_addresses", ",".join(cfg.lookupd_http_addresses))
-        for key, value in cfg.source_options.items():
+        for key, value in {**SOURCE_DEFAULTS, **cfg.source_options}.items():
             reader = reader.option(key, value)
         streams.append(reader.load())
     stream = streams[0]
@@ -133,7 +159,10 @@ def _trigger(writer: DataStreamWriter, cfg: PipelineConfig) -> DataStreamWriter:
 
 
 def start_events(spark: SparkSession, cfg: PipelineConfig) -> StreamingQuery:
-    events = to_events(read_topics(spark, cfg), cfg)
+    messages = read_topics(spark, cfg)
+    if cfg.dedupe_window:
+        messages = drop_redeliveries(messages, cfg.dedupe_window)
+    events = to_events(messages, cfg)
     writer = (events.writeStream.queryName("events").format("parquet").partitionBy("date", "hour")
               .option("path", cfg.events_path).option("checkpointLocation", cfg.checkpoint_path("events")))
     return _trigger(writer, cfg).start()
@@ -146,6 +175,14 @@ def start_counts(spark: SparkSession, cfg: PipelineConfig, events_schema: Struct
               .outputMode("append").option("path", cfg.counts_path)
               .option("checkpointLocation", cfg.checkpoint_path("counts")))
     return _trigger(writer, cfg).start()
+
+
+def stop_query(query: StreamingQuery, cfg: PipelineConfig, timeout: float = 60.0) -> None:
+    """The events query drains its readers first (no batch left to redeliver); the counts query just stops."""
+    if query.name == "events":
+        stop_gracefully(query, cfg.sources(), timeout)
+    else:
+        query.stop()
 
 
 def events_schema(spark: SparkSession, cfg: PipelineConfig) -> StructType:

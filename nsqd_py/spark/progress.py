@@ -16,9 +16,10 @@ def format_progress(progress: StreamingQueryProgress) -> str:
 
 
 def follow(queries: Sequence[StreamingQuery], out: Callable[[str], None] = print,
-           stop: threading.Event | None = None, interval: float = 1.0) -> None:
-    """Print every executed batch until all ``queries`` have terminated, stopping them once ``stop`` is set;
-    re-raises the first query's failure."""
+           stop: threading.Event | None = None, interval: float = 1.0,
+           stopper: Callable[[StreamingQuery], None] = StreamingQuery.stop) -> None:
+    """Print every executed batch until all ``queries`` have terminated, stopping them (in order, with
+    ``stopper``) once ``stop`` is set; re-raises the first query's failure."""
     printed: dict[str, int] = {}
     pause = stop or threading.Event()
 
@@ -33,7 +34,7 @@ def follow(queries: Sequence[StreamingQuery], out: Callable[[str], None] = print
     while any(query.isActive for query in queries):
         if stop is not None and stop.is_set():
             for query in queries:
-                query.stop()
+                stopper(query)
         emit()
         pause.wait(interval)
     emit()

@@ -8,7 +8,8 @@ travel to the executors inside the input partitions; `read` only turns them into
 The offset is a micro-batch sequence number, ``{"seq": n}``. It is not replayable: after a restart a batch that
 was planned but not committed comes back empty, and nsqd redelivers its messages once their msg_timeout passes
 (a dropped connection does not requeue them). Spark calls `commit(end)` only when it plans the next batch, so while
-messages wait for their commit and nothing new has arrived the reader plans an empty batch to get that commit.
+messages wait for their commit and nothing new has arrived the reader plans an empty batch to get that commit; a
+clean stop (control.py) relies on that too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 
 from ..client.protocol import Message
 from .consumer import Consumer
+from .control import DrainServer, socket_path
 from .options import ReadOptions
 from .schema import MESSAGE_SCHEMA
 
@@ -51,7 +53,10 @@ class _Live:
     """What exists only in the driver-side reader process: the subscription and the batches awaiting commit."""
 
     consumer: Consumer
+    drain_server: DrainServer
     batches: dict[int, list[Message]] = field(default_factory=dict)
+    #: set by a clean stop (see control.py): take nothing new, get the last batch committed
+    draining: bool = False
 
 
 class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -69,10 +74,19 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _state(self) -> _Live:
         if self._live is None:
-            consumer = Consumer(self.opts, max_in_flight=self.opts.max_messages_per_batch)
+            consumer = Consumer(self.opts, max_in_flight=self.opts.max_in_flight)
             consumer.start()
-            self._live = _Live(consumer)
+            server = DrainServer(socket_path(self.opts.topic, self.opts.channel), self._drain,
+                                 lambda: consumer.unsettled_count() == 0)
+            self._live = _Live(consumer, server)
+            server.start()
         return self._live
+
+    def _drain(self) -> None:
+        """(On the drain server's thread.) Hand back the buffer; `latestOffset` does the rest."""
+        if self._live is not None:
+            self._live.draining = True
+            self._live.consumer.requeue_buffered()
 
     # -- offsets -------------------------------------------------------------------------------------------------
 
@@ -91,6 +105,12 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if seq + 1 in live.batches:  # asked again for the same start: the same answer
             return {"seq": seq + 1}
         awaiting_commit = any(live.batches[s] for s in live.batches if s <= seq)
+        if live.draining:  # messages delivered before RDY 0 arrived go back too
+            live.consumer.requeue_buffered()
+            if not awaiting_commit:
+                return start
+            live.batches[seq + 1] = []
+            return {"seq": seq + 1}
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.opts.max_messages_per_batch
         cutoff = self.cutoff_ns
         # availableNow ends at the first "no new data": give messages time to arrive before saying so
@@ -127,6 +147,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._live is None:
             return
         live, self._live = self._live, None
+        live.drain_server.close()
         live.consumer.requeue_buffered()
         live.consumer.requeue([m for batch in live.batches.values() for m in batch])
         live.consumer.close()

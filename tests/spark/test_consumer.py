@@ -6,12 +6,14 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from nsqd_py.client.errors import NSQConnectionError
 from nsqd_py.spark.consumer import Consumer
+from nsqd_py.spark.control import DrainServer
 from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
 from nsqd_py.spark.reader import NSQStreamReader
 from tests.spark.util import channel_stats, drained, publish
@@ -29,6 +31,7 @@ def test_options_are_validated_case_insensitively() -> None:
                               "Max_Messages_Per_Batch": "50", "msg_timeout": "1m30s", "snappy": "true"})
     assert opts.connect.lookupd_http_addresses == ("a:4161", "b:4161")
     assert opts.max_messages_per_batch == 50 and opts.connect.msg_timeout == 90
+    assert opts.max_in_flight == 100  # two batches: the previous one waits in flight for its commit
     assert opts.connect.identify_fields() == {"tls_v1": False, "snappy": True, "deflate": False,
                                               "msg_timeout": 90000}
     assert ReadOptions.parse({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1",
@@ -69,6 +72,28 @@ def test_reader_connects_lazily_and_pickles_without_sockets(nsqd: NsqdProcess, n
         reader.commit(end)
         wait_for(lambda: drained(nsqd, topic, "c"))
         assert reader.latestOffset({"seq": 2}, ReadAllAvailable()) == {"seq": 2}
+    finally:
+        reader.stop()
+
+
+def test_a_batch_is_full_while_the_previous_one_awaits_its_commit(nsqd: NsqdProcess,
+                                                                   name: Callable[[str], str]) -> None:
+    topic = name("full")
+    publish(nsqd, topic, [b"m%d" % i for i in range(250)])
+    reader = NSQStreamReader(read_options(nsqd, topic, max_messages_per_batch="100"))
+    try:
+        consumer = reader._state().consumer
+        wait_for(lambda: consumer.unsettled_count() == 200)  # the window: two batches
+        assert reader.latestOffset({"seq": 0}, ReadAllAvailable()) == {"seq": 1}
+        # Spark commits batch 1 only after planning batch 2, so batch 2 comes from the rest of the window
+        assert reader.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 2}
+        for seq in (1, 2):
+            assert sum(p.value for p in reader.partitions({"seq": seq - 1}, {"seq": seq})) == 100
+        assert channel_stats(nsqd, topic, "c")["in_flight_count"] == 200
+        reader.commit({"seq": 1})  # frees the window for the last 50
+        wait_for(lambda: consumer.unsettled_count() == 150)
+        assert reader.latestOffset({"seq": 2}, ReadAllAvailable()) == {"seq": 3}
+        assert sum(p.value for p in reader.partitions({"seq": 2}, {"seq": 3})) == 50
     finally:
         reader.stop()
 
@@ -129,3 +154,18 @@ def test_unreachable_nsqd_fails_at_start() -> None:
     opts = ReadOptions.parse({"topic": "t", "channel": "c", "nsqd_tcp_addresses": f"127.0.0.1:{free_port()}"})
     with pytest.raises(NSQConnectionError, match=r"could not subscribe on any of .*refused"):
         Consumer(opts, max_in_flight=10).start()
+
+
+def test_drain_socket_is_taken_over_from_a_dead_reader_only(tmp_path: Path) -> None:
+    path = str(tmp_path / "reader.sock")
+    first = DrainServer(path, lambda: None, lambda: True)
+    assert first.start()
+    assert not DrainServer(path, lambda: None, lambda: True).start()  # a live reader keeps it
+    assert first._sock is not None
+    first._sock.close()  # as if killed: the socket file stays behind
+    second = DrainServer(path, lambda: None, lambda: True)
+    try:
+        assert second.start()
+    finally:
+        second.close()
+    assert not Path(path).exists()

@@ -10,6 +10,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
+from nsqd_py.spark import stop_gracefully
 from tests.spark.util import channel_stats, drained, publish
 from tests.support import NsqdProcess, wait_for
 
@@ -108,4 +109,36 @@ def test_stopped_query_resumes_from_its_checkpoint(spark: SparkSession, nsqd: Ns
     # duplicates: at most the batch the first run processed but whose commit never came
     assert count <= len(seen) <= count + batch
     assert len(seen) - len(set(seen)) <= batch
+    wait_for(lambda: drained(nsqd, topic, channel), timeout=10)
+
+
+def test_clean_stop_commits_the_last_batch_and_hands_back_the_rest(spark: SparkSession, nsqd: NsqdProcess,
+                                                                   name: Callable[[str], str],
+                                                                   tmp_path: Path) -> None:
+    topic, channel, count = name("clean"), "spark", 1000
+    bodies = [f"event-{i}".encode() for i in range(count)]
+    publish(nsqd, topic, bodies)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def start(**trigger: object):
+        return (nsq_stream(spark, nsqd, topic, channel, max_messages_per_batch=300, msg_timeout="3s")
+                .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
+                .trigger(**trigger).start())
+
+    query = start(processingTime="3 seconds")
+    # stop between triggers, right after a batch was written: its commit to the source is still to come
+    wait_for(lambda: query.lastProgress is not None and query.lastProgress["numInputRows"] > 0
+             and not query.status["isTriggerActive"], timeout=120, interval=0.05)
+    assert stop_gracefully(query, [(topic, channel)], timeout=60)
+
+    stats = channel_stats(nsqd, topic, channel)
+    stored = spark.read.parquet(out).count()
+    # what was written is FINed, the reader's buffer is back in the channel: nothing left to redeliver
+    assert stats["in_flight_count"] == 0 and stats["timeout_count"] == 0
+    assert 0 < stored < count and stored + stats["depth"] == count
+
+    start(availableNow=True).awaitTermination(180)
+    rows = spark.read.parquet(out).select("id", "body").collect()
+    assert len(rows) == count and len({r.id for r in rows}) == count  # no duplicates
+    assert sorted(r.body for r in rows) == sorted(bodies)
     wait_for(lambda: drained(nsqd, topic, channel), timeout=10)
