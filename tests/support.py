@@ -262,9 +262,6 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: floa
         gevent.sleep(interval)
 
 
-#: the former name, still used by tests/spark (owned by the Spark work)
-wait_for = wait_until
-
 
 def drain(port: int, topic: str, channel: str, idle: float = 1.0, limit: float = 60.0, rdy: int = 200,
           **identify: object) -> list[Message]:

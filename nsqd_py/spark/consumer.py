@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..client.connection import Connection
 from ..client.errors import NSQConnectionError, NSQError, ServerError
+from ..client.peer import PeerLink
 from ..client.protocol import Message, command
 from .connect import open_connection
 from .discovery import topic_producers
@@ -34,15 +35,10 @@ _MAX_BACKOFF = 30.0
 
 
 @dataclass(eq=False)
-class _Link:
-    """One nsqd address: its subscribed connection (None while down) and the messages it delivered unsettled."""
+class _Link(PeerLink):
+    """One nsqd address (its connection and reconnect delay) and the messages it delivered unsettled."""
 
-    address: str
-    conn: Connection | None = None
-    fd: int = -1
     unsettled: dict[bytes, Message] = field(default_factory=dict)
-    backoff: float = 1.0
-    retry_at: float = 0.0
 
 
 class Consumer:
@@ -87,9 +83,9 @@ class Consumer:
             self._thread.join(5)
         with self._lock:
             for link in self._links.values():
-                if link.conn is not None:
-                    link.conn.close()
-                    link.conn = None
+                conn = link.detach()
+                if conn is not None:
+                    conn.close()
         self._selector.close()
 
     # -- what the reader calls -----------------------------------------------------------------------------------
@@ -165,7 +161,7 @@ class Consumer:
                 if link.conn is not None and link.conn.closed:  # a write failed
                     with self._lock:
                         self._drop(link, NSQConnectionError("connection closed"))
-                if link.conn is None and now >= link.retry_at:
+                if link.due(now):
                     self._connect(link)
             try:
                 events = self._selector.select(min(0.5, max(0.0, self._next_touch - now)))
@@ -236,13 +232,12 @@ class Consumer:
                 raise
         except (NSQError, OSError) as err:
             self._last_error = err
-            link.retry_at = time.monotonic() + link.backoff
-            log.warning("cannot subscribe on %s (retrying in %.0fs): %s", link.address, link.backoff, err)
-            link.backoff = min(link.backoff * 2, _MAX_BACKOFF)
+            delay = link.retry_later(_MAX_BACKOFF)
+            log.warning("cannot subscribe on %s (retrying in %.0fs): %s", link.address, delay, err)
             return
         msg_timeout = conn.negotiated.get("msg_timeout", _DEFAULT_MSG_TIMEOUT * 1000) / 1000
         with self._lock:
-            link.conn, link.fd, link.backoff = conn, conn.fileno(), 1.0
+            link.attach(conn)
             self._touch_interval = min(self._touch_interval, msg_timeout / 2)
             self._selector.register(link.fd, selectors.EVENT_READ, link)
             self._rebalance()
@@ -255,11 +250,12 @@ class Consumer:
         log.warning("lost nsqd %s (%d unsettled messages will be redelivered): %s",
                     link.address, len(link.unsettled), err)
         self._selector.unregister(link.fd)
-        conn, link.conn, link.fd = link.conn, None, -1
+        conn = link.detach()
+        assert conn is not None
         conn.close()
         self._buffer = deque(msg for msg in self._buffer if msg.conn is not conn)
         link.unsettled.clear()
-        link.retry_at = time.monotonic() + link.backoff
+        link.retry_later(_MAX_BACKOFF)
         self._rebalance()
 
     def _rebalance(self) -> None:

@@ -9,6 +9,7 @@ import logging
 
 from ..client.errors import HTTPError
 from ..client.http import endpoint, get_json, lookup_producers
+from ..gocompat import join_host_port
 
 log = logging.getLogger(__name__)
 
@@ -35,5 +36,5 @@ def all_nodes(lookupds: tuple[str, ...]) -> set[str]:
             continue
         for peer in producers:
             host, port = peer["broadcast_address"], peer["tcp_port"]
-            found.add(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+            found.add(join_host_port(host, port))
     return found

@@ -18,7 +18,7 @@ import requests
 from pyspark.sql import SparkSession
 
 from tests.spark.util import drained, publish
-from tests.support import NsqdProcess, drain, free_port, wait_for
+from tests.support import NsqdProcess, drain, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                      "1g", "--webui-port", str(free_port()), "--work-dir", str(work)),
     ]
     try:
-        wait_for(lambda: _alive_workers(ui) > 0, timeout=90, interval=0.5)
+        wait_until(lambda: _alive_workers(ui) > 0, timeout=90, interval=0.5)
         yield url
     finally:
         for proc in daemons:
@@ -87,7 +87,7 @@ def test_pipeline_reads_and_a_job_writes_through_a_standalone_cluster(cluster: s
                  "--schema", "n int", "--available-now", "--source-option", "idle_timeout=5s")
 
     assert sorted(r.n for r in spark.read.parquet(str(lake / "events")).collect()) == list(range(count))
-    wait_for(lambda: drained(nsqd, topic, "nsq_pipeline"), timeout=10)
+    wait_until(lambda: drained(nsqd, topic, "nsq_pipeline"), timeout=10)
 
     written = name("cluster_out")
     spark_submit(cluster, str(Path(__file__).with_name("cluster_write.py")), written, nsqd.tcp_address, str(count))

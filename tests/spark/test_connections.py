@@ -18,7 +18,7 @@ from tests.cluster.util import LookupdProcess
 from tests.security.certs import make_pki
 from tests.security.util import AuthServer
 from tests.spark.util import drained, publish
-from tests.support import NsqdProcess, free_port, wait_for
+from tests.support import NsqdProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def lookupd(tmp_path: Path) -> Iterator[LookupdProcess]:
 
 def take_all(consumer: Consumer, count: int) -> list:
     got: list = []
-    wait_for(lambda: got.extend(consumer.take(1000, wait=0.2)) or len(got) >= count, timeout=20)
+    wait_until(lambda: got.extend(consumer.take(1000, wait=0.2)) or len(got) >= count, timeout=20)
     return got
 
 
@@ -41,12 +41,12 @@ def test_consumer_and_writer_find_nsqd_through_lookupd(lookupd: LookupdProcess,
                                                        name: Callable[[str], str]) -> None:
     nodes = [nsqd_factory("--broadcast-address=127.0.0.1", f"--lookupd-tcp-address={lookupd.tcp_address}")
              for _ in range(2)]
-    wait_for(lambda: len(all_nodes((lookupd.http_address,))) == 2)
+    wait_until(lambda: len(all_nodes((lookupd.http_address,))) == 2)
     assert all_nodes((lookupd.http_address,)) == {n.tcp_address for n in nodes}
     topic = name("found")
     for i, node in enumerate(nodes):
         publish(node, topic, [b"from %d" % i] * 5)
-    wait_for(lambda: len(topic_producers((lookupd.http_address,), topic)) == 2)
+    wait_until(lambda: len(topic_producers((lookupd.http_address,), topic)) == 2)
 
     consumer = Consumer(ReadOptions.parse({"topic": topic, "channel": "c",
                                            "lookupd_http_addresses": lookupd.http_address}), max_in_flight=100)
@@ -56,7 +56,7 @@ def test_consumer_and_writer_find_nsqd_through_lookupd(lookupd: LookupdProcess,
         assert sorted(m.body for m in got) == [b"from 0"] * 5 + [b"from 1"] * 5
         consumer.finish(got)
         for node in nodes:
-            wait_for(lambda node=node: drained(node, topic, "c"))
+            wait_until(lambda node=node: drained(node, topic, "c"))
     finally:
         consumer.close()
 
@@ -82,7 +82,7 @@ def test_compressed_connections(codec: str, nsqd: NsqdProcess, name: Callable[[s
         got = take_all(consumer, 300)
         assert sorted(m.body.decode() for m in got) == sorted(bodies)
         consumer.finish(got)
-        wait_for(lambda: drained(nsqd, topic, "c"))
+        wait_until(lambda: drained(nsqd, topic, "c"))
     finally:
         consumer.close()
 
@@ -104,7 +104,7 @@ def test_tls_and_auth(nsqd_factory: Callable[..., NsqdProcess], name: Callable[[
             [msg] = take_all(consumer, 1)
             assert msg.body == b"hush"
             consumer.finish([msg])
-            wait_for(lambda: drained(node, topic, "c"))
+            wait_until(lambda: drained(node, topic, "c"))
         finally:
             consumer.close()
         assert {r.params["secret"] for r in auth.requests} == {"s3cret"}

@@ -4,6 +4,7 @@ alive past msg_timeout, and nothing connects until the reader is first asked for
 from __future__ import annotations
 
 import pickle
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from nsqd_py.spark.control import DrainServer
 from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
 from nsqd_py.spark.reader import NSQStreamReader
 from tests.spark.util import channel_stats, drained, publish
-from tests.support import NsqdProcess, free_port, wait_for
+from tests.support import NsqdProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +60,7 @@ def test_reader_connects_lazily_and_pickles_without_sockets(nsqd: NsqdProcess, n
     publish(nsqd, topic, [b"one"])
     try:
         start = reader.initialOffset()
-        end = wait_for(lambda: reader.latestOffset(start, ReadAllAvailable()) != start and reader.latestOffset(
+        end = wait_until(lambda: reader.latestOffset(start, ReadAllAvailable()) != start and reader.latestOffset(
             start, ReadAllAvailable()))  # asked again for the same start, the same answer
         assert end == {"seq": 1}
         copy = pickle.loads(pickle.dumps(reader))
@@ -70,7 +71,7 @@ def test_reader_connects_lazily_and_pickles_without_sockets(nsqd: NsqdProcess, n
         # nothing new: an empty batch, so that Spark commits the first one
         assert reader.latestOffset(end, ReadAllAvailable()) == {"seq": 2}
         reader.commit(end)
-        wait_for(lambda: drained(nsqd, topic, "c"))
+        wait_until(lambda: drained(nsqd, topic, "c"))
         assert reader.latestOffset({"seq": 2}, ReadAllAvailable()) == {"seq": 2}
     finally:
         reader.stop()
@@ -83,7 +84,7 @@ def test_a_batch_is_full_while_the_previous_one_awaits_its_commit(nsqd: NsqdProc
     reader = NSQStreamReader(read_options(nsqd, topic, max_messages_per_batch="100"))
     try:
         consumer = reader._state().consumer
-        wait_for(lambda: consumer.unsettled_count() == 200)  # the window: two batches
+        wait_until(lambda: consumer.unsettled_count() == 200)  # the window: two batches
         assert reader.latestOffset({"seq": 0}, ReadAllAvailable()) == {"seq": 1}
         # Spark commits batch 1 only after planning batch 2, so batch 2 comes from the rest of the window
         assert reader.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 2}
@@ -91,7 +92,7 @@ def test_a_batch_is_full_while_the_previous_one_awaits_its_commit(nsqd: NsqdProc
             assert sum(p.value for p in reader.partitions({"seq": seq - 1}, {"seq": seq})) == 100
         assert channel_stats(nsqd, topic, "c")["in_flight_count"] == 200
         reader.commit({"seq": 1})  # frees the window for the last 50
-        wait_for(lambda: consumer.unsettled_count() == 150)
+        wait_until(lambda: consumer.unsettled_count() == 150)
         assert reader.latestOffset({"seq": 2}, ReadAllAvailable()) == {"seq": 3}
         assert sum(p.value for p in reader.partitions({"seq": 2}, {"seq": 3})) == 50
     finally:
@@ -104,14 +105,14 @@ def test_rdy_bounds_what_is_held(nsqd: NsqdProcess, name: Callable[[str], str]) 
     consumer = Consumer(read_options(nsqd, topic), max_in_flight=10)
     consumer.start()
     try:
-        wait_for(lambda: consumer.unsettled_count() == 10)
+        wait_until(lambda: consumer.unsettled_count() == 10)
         time.sleep(0.5)
         assert consumer.unsettled_count() == 10
         assert channel_stats(nsqd, topic, "c")["in_flight_count"] == 10
         got = consumer.take(100)
         assert len(got) == 10
         consumer.finish(got[:4])
-        wait_for(lambda: consumer.unsettled_count() == 10 and len(consumer.take(100, wait=1)) > 0)
+        wait_until(lambda: consumer.unsettled_count() == 10 and len(consumer.take(100, wait=1)) > 0)
     finally:
         consumer.close()
 
@@ -129,7 +130,7 @@ def test_touch_keeps_held_messages_in_flight(nsqd: NsqdProcess, name: Callable[[
         stats = channel_stats(nsqd, topic, "c")
         assert stats["timeout_count"] == 0 and stats["in_flight_count"] == 3
         consumer.finish(held)
-        wait_for(lambda: drained(nsqd, topic, "c"))
+        wait_until(lambda: drained(nsqd, topic, "c"))
         assert channel_stats(nsqd, topic, "c")["timeout_count"] == 0
     finally:
         consumer.close()
@@ -141,9 +142,9 @@ def test_requeue_buffered_hands_messages_back(nsqd: NsqdProcess, name: Callable[
     consumer = Consumer(read_options(nsqd, topic), max_in_flight=5)
     consumer.start()
     try:
-        wait_for(lambda: consumer.unsettled_count() == 5)
+        wait_until(lambda: consumer.unsettled_count() == 5)
         consumer.requeue_buffered()
-        wait_for(lambda: channel_stats(nsqd, topic, "c")["depth"] == 5)
+        wait_until(lambda: channel_stats(nsqd, topic, "c")["depth"] == 5)
         stats = channel_stats(nsqd, topic, "c")
         assert stats["in_flight_count"] == 0 and stats["requeue_count"] == 5
     finally:
@@ -162,7 +163,10 @@ def test_drain_socket_is_taken_over_from_a_dead_reader_only(tmp_path: Path) -> N
     assert first.start()
     assert not DrainServer(path, lambda: None, lambda: True).start()  # a live reader keeps it
     assert first._sock is not None
-    first._sock.close()  # as if killed: the socket file stays behind
+    # as if killed: nobody listens, the socket file stays behind (shutdown first: a plain close leaves the socket
+    # listening while the serving thread still waits in accept())
+    first._sock.shutdown(socket.SHUT_RDWR)
+    first._sock.close()
     second = DrainServer(path, lambda: None, lambda: True)
     try:
         assert second.start()

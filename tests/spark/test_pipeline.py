@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from nsqd_py.spark.archive import ArchiveError, run_archive
 from nsqd_py.spark.pipeline import PipelineConfig
 from tests.spark.util import drained, find_channel, publish
-from tests.support import NsqdProcess, wait_for
+from tests.support import NsqdProcess, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +97,7 @@ def test_stream_pipeline_writes_events_and_minute_counts(spark: SparkSession, ns
     assert all(counts[k] == expected[k] for k in counts)
 
     for topic in sent:
-        wait_for(lambda topic=topic: drained(nsqd, topic, cfg.channel), timeout=10)
+        wait_until(lambda topic=topic: drained(nsqd, topic, cfg.channel), timeout=10)
     progress = capsys.readouterr().out
     assert "[events] batch 0: " in progress and "rows/s" in progress and "[counts] batch 0: " in progress
 
@@ -137,7 +137,7 @@ def test_sigkill_and_restart_keep_events_and_counts_exact(spark: SparkSession, n
     expected = Counter(minute(e["ts"]) for e in sent if minute(e["ts"]) <= closed)
     counts = read_counts(spark, str(tmp_path / "lake" / "counts"))
     assert len(expected) >= 6 and {m: n for (m, _), n in counts.items() if m in expected} == expected
-    wait_for(lambda: drained(nsqd, topic, "nsq_pipeline"), timeout=10)
+    wait_until(lambda: drained(nsqd, topic, "nsq_pipeline"), timeout=10)
 
 
 def write_archive(nsqd: NsqdProcess, topic: str, bodies: list[bytes], directory: Path) -> list[Path]:
@@ -153,9 +153,9 @@ def write_archive(nsqd: NsqdProcess, topic: str, bodies: list[bytes], directory:
                              f"--output-dir={directory}", "--gzip", "--sync-interval=500ms"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: find_channel(nsqd, topic, "nsq_to_file"), timeout=30)
+        wait_until(lambda: find_channel(nsqd, topic, "nsq_to_file"), timeout=30)
         publish(nsqd, topic, bodies)
-        wait_for(lambda: drained(nsqd, topic, "nsq_to_file"), timeout=30)  # FINed after fsync
+        wait_until(lambda: drained(nsqd, topic, "nsq_to_file"), timeout=30)  # FINed after fsync
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from nsqd_py.spark import stop_gracefully
 from tests.spark.util import channel_stats, drained, publish
-from tests.support import NsqdProcess, wait_for
+from tests.support import NsqdProcess, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ def test_stream_delivers_every_message_once(spark: SparkSession, nsqd: NsqdProce
     assert {(r.topic, r.channel, r.nsqd_address, r.attempts) for r in rows} == {(topic, channel, nsqd.tcp_address, 1)}
     assert all(len(r.id) == 16 and r.timestamp is not None for r in rows)
     # the last batch was committed by an empty batch, so everything is FINed
-    wait_for(lambda: drained(nsqd, topic, channel), timeout=10)
+    wait_until(lambda: drained(nsqd, topic, channel), timeout=10)
     assert channel_stats(nsqd, topic, channel)["message_count"] == count
 
 
@@ -74,12 +74,12 @@ def test_failed_batch_is_redelivered_after_restart(spark: SparkSession, nsqd: Ns
         run()
     assert 0 < len(seen) <= 100  # the first batch went through (and was committed when the second was planned)
     # the failed batch and the messages buffered behind it come back after msg_timeout
-    wait_for(lambda: channel_stats(nsqd, topic, channel)["in_flight_count"] == 0, timeout=30)
+    wait_until(lambda: channel_stats(nsqd, topic, channel)["in_flight_count"] == 0, timeout=30)
     run()
 
     assert set(seen) == bodies  # nothing lost
     assert len(seen) == count  # the committed batch was not redelivered; the failed one never reached the sink
-    wait_for(lambda: drained(nsqd, topic, channel), timeout=10)
+    wait_until(lambda: drained(nsqd, topic, channel), timeout=10)
 
 
 def test_stopped_query_resumes_from_its_checkpoint(spark: SparkSession, nsqd: NsqdProcess,
@@ -98,18 +98,18 @@ def test_stopped_query_resumes_from_its_checkpoint(spark: SparkSession, nsqd: Ns
                 .trigger(**trigger).start())
 
     query = start(processingTime="0 seconds")
-    wait_for(lambda: len(seen) >= 2 * batch, timeout=120)
+    wait_until(lambda: len(seen) >= 2 * batch, timeout=120)
     query.stop()
     first_run = len(seen)
     assert first_run < count
-    wait_for(lambda: channel_stats(nsqd, topic, channel)["in_flight_count"] == 0, timeout=30)
+    wait_until(lambda: channel_stats(nsqd, topic, channel)["in_flight_count"] == 0, timeout=30)
     start(availableNow=True).awaitTermination(180)
 
     assert set(seen) == bodies  # every message at least once
     # duplicates: at most the batch the first run processed but whose commit never came
     assert count <= len(seen) <= count + batch
     assert len(seen) - len(set(seen)) <= batch
-    wait_for(lambda: drained(nsqd, topic, channel), timeout=10)
+    wait_until(lambda: drained(nsqd, topic, channel), timeout=10)
 
 
 def test_clean_stop_commits_the_last_batch_and_hands_back_the_rest(spark: SparkSession, nsqd: NsqdProcess,
@@ -127,7 +127,7 @@ def test_clean_stop_commits_the_last_batch_and_hands_back_the_rest(spark: SparkS
 
     query = start(processingTime="3 seconds")
     # stop between triggers, right after a batch was written: its commit to the source is still to come
-    wait_for(lambda: query.lastProgress is not None and query.lastProgress["numInputRows"] > 0
+    wait_until(lambda: query.lastProgress is not None and query.lastProgress["numInputRows"] > 0
              and not query.status["isTriggerActive"], timeout=120, interval=0.05)
     assert stop_gracefully(query, [(topic, channel)], timeout=60)
 
@@ -141,4 +141,4 @@ def test_clean_stop_commits_the_last_batch_and_hands_back_the_rest(spark: SparkS
     rows = spark.read.parquet(out).select("id", "body").collect()
     assert len(rows) == count and len({r.id for r in rows}) == count  # no duplicates
     assert sorted(r.body for r in rows) == sorted(bodies)
-    wait_for(lambda: drained(nsqd, topic, channel), timeout=10)
+    wait_until(lambda: drained(nsqd, topic, channel), timeout=10)

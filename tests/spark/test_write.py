@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from tests.spark.util import drained, publish
-from tests.support import NsqdProcess, drain, wait_for
+from tests.support import NsqdProcess, drain, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -67,4 +67,4 @@ def test_stream_bridges_one_topic_into_another(spark: SparkSession, nsqd: NsqdPr
     assert query.exception() is None
 
     assert sorted(bodies_in(nsqd, target)) == sorted(bodies)
-    wait_for(lambda: drained(nsqd, source, "bridge"), timeout=10)
+    wait_until(lambda: drained(nsqd, source, "bridge"), timeout=10)
