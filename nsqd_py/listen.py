@@ -6,6 +6,8 @@ import contextlib
 import os
 import socket
 
+from .gocompat import join_host_port
+
 
 class ListenError(Exception):
     """Opening a listener failed; the text is nsqd's `listen (<addr>) failed - ...`."""
@@ -27,11 +29,7 @@ def display_address(sock: socket.socket) -> str:
     if sock.family == socket.AF_UNIX:
         return sock.getsockname()
     host, port = sock.getsockname()[:2]
-    if host in ("0.0.0.0", "::"):
-        return f"[::]:{port}"
-    if ":" in host:
-        return f"[{host}]:{port}"
-    return f"{host}:{port}"
+    return join_host_port("::" if host == "0.0.0.0" else host, port)
 
 
 def listen(address: str, backlog: int = 1024) -> socket.socket:
