@@ -106,6 +106,18 @@ def test_plain_file_is_appended_across_restarts(shared_nsqd: NsqdProcess, tmp_pa
 
 
 @pytest.mark.slow
+def freeze_with_messages_in_flight(tool: Tool, nsqd: NsqdProcess, topic: str) -> None:
+    """SIGSTOP the tool at a moment it holds messages it has not FINed (between its batches it may hold none)."""
+    for _ in range(200):
+        tool.proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.05)  # FINs it sent before it stopped reach nsqd first
+        if channel_stats(nsqd, topic, "nsq_to_file")["in_flight_count"] > 0:
+            return
+        tool.proc.send_signal(signal.SIGCONT)
+        time.sleep(0.005)
+    raise AssertionError("the tool never held a message in flight")
+
+
 def test_kill_9_mid_stream_then_restart_loses_nothing(shared_nsqd: NsqdProcess, tmp_path: Path,
                                                       tools: Callable[..., Tool]) -> None:
     """Lines are FINed only after they are durable, so whatever a kill -9 cuts off is delivered again; every
@@ -119,15 +131,19 @@ def test_kill_9_mid_stream_then_restart_loses_nothing(shared_nsqd: NsqdProcess, 
     wait_until(lambda: out.exists() and any(p.stat().st_size > 0 for p in out.iterdir()), timeout=15)
     wait_until(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file")["message_count"] -
              channel_stats(shared_nsqd, topic, "nsq_to_file")["depth"] > 2000, timeout=15, interval=0.01)
+    freeze_with_messages_in_flight(first, shared_nsqd, topic)  # so the kill surely cuts some off
     first.stop(signal.SIGKILL)
     assert channel_stats(shared_nsqd, topic, "nsq_to_file")["depth"] > 0, "killed too late to prove anything"
     second = tools(*args)
     wait_until(lambda: Counter(all_lines(out)).keys() >= set(published), timeout=120, interval=0.2)
+    # what the kill cut off comes back once its 1 s msg_timeout passes (the second run may have written every
+    # line before that, from the backlog and from lines the first wrote but never FINed)
+    wait_until(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file")["timeout_count"] > 0, timeout=15)
+    wait_until(lambda: settled(shared_nsqd, topic), timeout=15)
     assert second.stop() == 0
     lines = all_lines(out)  # every file complete, valid gzip
     assert set(lines) == set(published)
     assert len(lines) - len(published) <= 200  # duplicates only from what was in flight at the kill
-    assert channel_stats(shared_nsqd, topic, "nsq_to_file")["timeout_count"] > 0  # the kill did cut some off
     names = sorted(p.name for p in out.iterdir())
     assert len(names) == 2 and "-000000." in names[0] and "-000001." in names[1]
 
