@@ -10,11 +10,13 @@ See docs/spark.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -68,7 +70,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--trigger", default="1 second", help="micro-batch interval (default %(default)s)")
     p.add_argument("--available-now", action="store_true", help="process what is there now, then exit")
     p.add_argument("--max-messages-per-batch", type=int,
-                   help="format('nsq') max_messages_per_batch (default 50000 here)")
+                   help="format('nsq') max_messages_per_batch (default 50000)")
     p.add_argument("--msg-timeout", help="format('nsq') msg_timeout, e.g. 60s")
     p.add_argument("--source-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="any other format('nsq') option (repeatable)")
@@ -103,6 +105,28 @@ def config(args: argparse.Namespace) -> PipelineConfig:
     )
 
 
+@contextlib.contextmanager
+def _stop_signals_left_to_this_process() -> Iterator[None]:
+    """Start Spark's JVM with SIGTERM and SIGINT ignored, so that only this process acts on them.
+
+    systemd (KillMode=control-group), `timeout` and `kill -- -PGID` signal every process of the service at once. A JVM
+    that exited then would take the query with it before `stop_gracefully` could commit the last batch, and so would
+    the Python process that holds the reader's connections, which the JVM starts. An ignored signal stays ignored
+    across exec (the JVM installs no handler for it) and is inherited by what the JVM starts. Meanwhile the signals
+    are blocked here, not lost: Linux keeps a blocked signal pending even while it is ignored, and it reaches this
+    process's own handler, installed by then, once unblocked.
+    """
+    signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    handlers = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+
+
 def session(args: argparse.Namespace) -> SparkSession:
     """Under spark-submit (which starts the JVM first) its master stands unless --master overrides it."""
     # our own per-batch lines replace Spark's console progress bar (which would overwrite them)
@@ -111,10 +135,14 @@ def session(args: argparse.Namespace) -> SparkSession:
     if args.master or not submitted:
         builder = builder.master(args.master or "local[*]")
     if not submitted:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this interpreter's nsqd_py
+        # Spark's Python processes (the data source's planner, the workers) run PYSPARK_PYTHON, which spark-submit
+        # sets from spark.pyspark.python; embedded, this does the same, defaulting to this interpreter (its nsqd_py)
+        os.environ["PYSPARK_PYTHON"] = dict(args.conf).get("spark.pyspark.python") or os.environ.get(
+            "PYSPARK_PYTHON", sys.executable)
     for key, value in args.conf:
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _stop_signals_left_to_this_process():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(args.log_level)
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # the counts' state is small: Spark's default of 200 state partitions would make every batch crawl
@@ -150,8 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as err:  # a bad schema, an archive error or a failed query: the message says which
         print(f"nsq-pipeline: {err}", file=sys.stderr)
         if "No module named 'nsqd_py'" in str(err):
-            print(NOT_IMPORTABLE.format(python=spark.sparkContext.getConf().get("spark.pyspark.python", "")
-                                        or os.environ.get("PYSPARK_PYTHON", "python3")), file=sys.stderr)
+            print(NOT_IMPORTABLE.format(python=os.environ.get("PYSPARK_PYTHON", "python3")), file=sys.stderr)
         sys.exit(1)
     finally:
         spark.stop()

@@ -12,6 +12,7 @@ import json
 import selectors
 import socket
 import ssl
+import struct
 import threading
 import time
 from typing import Any
@@ -25,6 +26,8 @@ from .protocol import (
     FRAME_RESPONSE,
     HEARTBEAT,
     MAGIC_V2,
+    MESSAGE_HEAD,
+    MESSAGE_HEADER,
     OK,
     Message,
     Response,
@@ -36,6 +39,8 @@ DEFAULT_USER_AGENT = f"nsqd_py.client/{PY_VERSION} (nsq {NSQ_VERSION})"
 #: a frame larger than this is not something nsqd would send (max-msg-size is at most a few MiB in practice)
 _MAX_FRAME = 256 * 1024 * 1024
 _RECV_SIZE = 65536
+#: a frame's size and type
+_FRAME_HEAD = struct.Struct(">ii")
 
 Frame = Message | Response | ServerError
 
@@ -223,23 +228,21 @@ class Connection:
         has arrived). Heartbeats are answered with NOP and never returned. Error frames are returned, not
         raised (a consumer logs E_FIN_FAILED and carries on); a closed socket raises NSQConnectionError."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            frame = self._take_frame()
-            if frame is None:
-                if not self._fill(deadline):
-                    return None
-                continue
-            ftype, data = frame
-            if ftype == FRAME_RESPONSE:
-                if data == HEARTBEAT:
-                    self.nop()
-                    continue
-                return Response(data)
-            if ftype == FRAME_MESSAGE:
-                return Message.decode(data, self)
-            if ftype == FRAME_ERROR:
-                return ServerError(data.decode("utf-8", "replace"))
-            raise ProtocolError(f"unknown frame type {ftype} from {self.address}")
+        frames: list[Frame] = []
+        while not frames:
+            if not self._take_frames(frames, 1) and not self._fill(deadline):
+                return None
+        return frames[0]
+
+    def read_frames(self) -> list[Frame]:
+        """Every frame that has arrived, without waiting: the buffered ones, or else what one read of the socket
+        brings ([] when nothing has). As `read_frame(0)`, but a subscriber's read loop parses a whole socket read
+        per call."""
+        frames: list[Frame] = []
+        while not frames:
+            if not self._take_frames(frames, _MAX_FRAME) and not self._fill(time.monotonic()):
+                break
+        return frames
 
     def has_buffered(self) -> bool:
         """A complete frame (or TLS data) is waiting, so `read_frame(0)` returns without touching the socket."""
@@ -267,25 +270,47 @@ class Connection:
             raise ProtocolError("received a message while waiting for a response (connection is subscribed)")
         return frame.data
 
-    def _take_frame(self) -> tuple[int, bytes] | None:
+    def _take_frames(self, frames: list[Frame], limit: int) -> bool:
+        """Move up to ``limit`` complete frames from the buffer into ``frames`` (answering heartbeats); False if
+        the buffer held no complete frame."""
         buf, pos = self._buf, self._pos
-        if len(buf) - pos < 8:
-            return None
-        size = int.from_bytes(buf[pos : pos + 4], "big")
-        if size < 4 or size > _MAX_FRAME:
-            self.close()
-            raise ProtocolError(f"invalid frame size {size} from {self.address}")
-        end = pos + 4 + size
-        if len(buf) < end:
-            return None
-        ftype = int.from_bytes(buf[pos + 4 : pos + 8], "big")
-        data = bytes(buf[pos + 8 : end])
-        if end == len(buf):
+        start, available = pos, len(buf)
+        while len(frames) < limit and available - pos >= 8:
+            size, ftype = _FRAME_HEAD.unpack_from(buf, pos)
+            if size < 4 or size > _MAX_FRAME:
+                self.close()
+                raise ProtocolError(f"invalid frame size {size} from {self.address}")
+            end = pos + 4 + size
+            if end > available:
+                break
+            if ftype == FRAME_MESSAGE and size >= 4 + MESSAGE_HEADER:  # the hot path, decoded in place
+                timestamp, attempts = MESSAGE_HEAD.unpack_from(buf, pos + 8)
+                frames.append(Message(bytes(buf[pos + 18 : pos + 34]), bytes(buf[pos + 34 : end]), timestamp,
+                                      attempts, self))
+            else:
+                frame = self._decode(ftype, bytes(buf[pos + 8 : end]))
+                if frame is not None:
+                    frames.append(frame)
+            pos = end
+        if pos == available:
             buf.clear()
             self._pos = 0
         else:
-            self._pos = end
-        return ftype, data
+            self._pos = pos
+        return pos != start
+
+    def _decode(self, ftype: int, data: bytes) -> Frame | None:
+        """One frame's payload; None for a heartbeat (answered here)."""
+        if ftype == FRAME_RESPONSE:
+            if data == HEARTBEAT:
+                self.nop()
+                return None
+            return Response(data)
+        if ftype == FRAME_MESSAGE:
+            return Message.decode(data, self)
+        if ftype == FRAME_ERROR:
+            return ServerError(data.decode("utf-8", "replace"))
+        raise ProtocolError(f"unknown frame type {ftype} from {self.address}")
 
     def _fill(self, deadline: float | None) -> bool:
         """Read one chunk into the buffer; False if the deadline passed with nothing to read."""

@@ -226,16 +226,17 @@ class Consumer:
         if conn is None:
             return
         try:
-            while (frame := conn.read_frame(0)) is not None:
-                if isinstance(frame, Message):
-                    peer.in_flight += 1
-                    out.append(frame)
-                elif isinstance(frame, Response):
-                    if frame.data == CLOSE_WAIT:
-                        self._log(INFO, f"({peer.address}) received CLOSE_WAIT from nsqd")
-                        peer.close_wait = True
-                else:
-                    self._log(ERROR, f"({peer.address}) protocol error - {frame}")
+            while frames := conn.read_frames():
+                for frame in frames:
+                    if isinstance(frame, Message):
+                        peer.in_flight += 1
+                        out.append(frame)
+                    elif isinstance(frame, Response):
+                        if frame.data == CLOSE_WAIT:
+                            self._log(INFO, f"({peer.address}) received CLOSE_WAIT from nsqd")
+                            peer.close_wait = True
+                    else:
+                        self._log(ERROR, f"({peer.address}) protocol error - {frame}")
         except NSQError as err:
             self._lost(peer, err)
 

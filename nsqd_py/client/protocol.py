@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,8 @@ CLOSE_WAIT = b"CLOSE_WAIT"
 MESSAGE_HEADER = 26
 
 _SIZE = struct.Struct(">i")
-_MESSAGE = struct.Struct(">qH")
+#: a message frame's timestamp and attempts, before its id
+MESSAGE_HEAD = struct.Struct(">qH")
 
 
 def command(name: str, *params: str | bytes, body: bytes | None = None) -> bytes:
@@ -29,6 +30,15 @@ def command(name: str, *params: str | bytes, body: bytes | None = None) -> bytes
     if body is None:
         return line
     return line + _SIZE.pack(len(body)) + body
+
+
+def id_commands(name: str, ids: Sequence[bytes], *params: str) -> bytes:
+    """`NAME id p1 p2\\n` for every id, in one buffer: FIN, REQ or TOUCH for a whole batch of messages."""
+    if not ids:
+        return b""
+    head = name.encode() + b" "
+    tail = b"".join(b" " + p.encode() for p in params) + b"\n"
+    return head + (tail + head).join(ids) + tail
 
 
 def mpub_body(bodies: Iterable[bytes]) -> bytes:
@@ -51,7 +61,7 @@ class Message:
     def decode(cls, data: bytes, conn: Any = None) -> Message:
         if len(data) < MESSAGE_HEADER:
             raise ProtocolError(f"message frame too short ({len(data)} bytes)")
-        timestamp, attempts = _MESSAGE.unpack_from(data)
+        timestamp, attempts = MESSAGE_HEAD.unpack_from(data)
         return cls(data[10:26], data[26:], timestamp, attempts, conn)
 
 

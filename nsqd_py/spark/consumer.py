@@ -5,7 +5,9 @@ not yet settled (buffered, or planned into a micro-batch that Spark has not comm
 reconnects dropped connections and, with lookupd, connects to nsqd nodes that appear. The reader takes messages
 from the buffer and later FINs (Spark committed them) or REQs them. RDY over all connections adds up to
 ``max_in_flight``, and RDY is a window (nsqd counts unsettled messages against it), so this consumer never holds
-more than that many messages; an nsqd gets several connections when that needs more than its RDY maximum.
+more than that many messages; an nsqd gets several connections when that needs more than its RDY maximum. Past
+``max_in_flight_bytes`` of unsettled bodies RDY drops to 0 until settling brings it back under: the budget keeps
+large messages from filling the driver's memory, at the price of smaller batches.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from ..client.connection import Connection
 from ..client.errors import NSQConnectionError, NSQError, ServerError
 from ..client.peer import PeerLink
-from ..client.protocol import Message, command
+from ..client.protocol import Message, command, id_commands
 from .connect import open_connection
 from .discovery import topic_producers
 from .options import ReadOptions
@@ -53,8 +55,12 @@ class Consumer:
         self._selector = selectors.DefaultSelector()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._per_address = 1
+        #: the in-flight share of each nsqd address
+        self._per_address = max_in_flight
         self._paused = False
+        #: body bytes of the unsettled messages, and whether that is over ``opts.max_in_flight_bytes``
+        self._held_bytes = 0
+        self._over_budget = False
         self._last_error: Exception | None = None
         self._touch_interval = _DEFAULT_MSG_TIMEOUT / 2
         self._next_touch = 0.0
@@ -66,7 +72,7 @@ class Consumer:
         """Connect and subscribe, then start the background thread. With fixed nsqd addresses at least one must
         be reachable (NSQConnectionError otherwise); with lookupd, nsqd nodes are picked up as they appear."""
         addresses = self._discover()
-        self._per_address = -(-self.max_in_flight // (max(1, len(addresses)) * _MAX_RDY))
+        self._per_address = -(-self.max_in_flight // max(1, len(addresses)))
         for address in addresses:
             self._add(address)
         if self.opts.connect.nsqd_tcp_addresses and not any(link.conn for link in self._links.values()):
@@ -114,11 +120,11 @@ class Consumer:
 
     def finish(self, messages: Iterable[Message]) -> None:
         """FIN; messages whose connection has dropped since are skipped (nsqd redelivers those)."""
-        self._settle(messages, lambda msg: command("FIN", msg.id))
+        self._settle(messages, lambda ids: id_commands("FIN", ids))
 
     def requeue(self, messages: Iterable[Message]) -> None:
         """REQ with no delay: back to the channel for the next consumer."""
-        self._settle(messages, lambda msg: command("REQ", msg.id, "0"))
+        self._settle(messages, lambda ids: id_commands("REQ", ids, "0"))
 
     def requeue_buffered(self) -> None:
         """Stop receiving for good (RDY 0, also after reconnects) and hand back every message not taken yet."""
@@ -132,19 +138,22 @@ class Consumer:
         with self._lock:
             return sum(len(link.unsettled) for link in self._links.values())
 
-    def _settle(self, messages: Iterable[Message], encode: Callable[[Message], bytes]) -> None:
+    def _settle(self, messages: Iterable[Message], encode: Callable[[list[bytes]], bytes]) -> None:
         by_conn: dict[Connection, list[bytes]] = {}
         with self._lock:
             links = {id(link.conn): link for link in self._links.values() if link.conn is not None}
+            released = 0
             for msg in messages:
                 link = links.get(id(msg.conn))
                 if link is not None and link.unsettled.pop(msg.id, None) is not None:
-                    by_conn.setdefault(msg.conn, []).append(encode(msg))
-        for conn, commands in by_conn.items():
+                    by_conn.setdefault(msg.conn, []).append(msg.id)
+                    released += len(msg.body)
+            self._hold(-released)
+        for conn, ids in by_conn.items():
             try:
-                conn.send(b"".join(commands))
+                conn.send(encode(ids))
             except NSQConnectionError as err:
-                log.warning("could not settle %d messages on %s: %s", len(commands), conn.address, err)
+                log.warning("could not settle %d messages on %s: %s", len(ids), conn.address, err)
 
     # -- the background thread -----------------------------------------------------------------------------------
 
@@ -176,11 +185,13 @@ class Consumer:
             return
         delivered: list[Message] = []
         try:
-            while (frame := conn.read_frame(0)) is not None:
-                if isinstance(frame, Message):
-                    delivered.append(frame)
-                elif isinstance(frame, ServerError):
-                    log.log(logging.ERROR if frame.fatal else logging.DEBUG, "nsqd %s: %s", link.address, frame)
+            while frames := conn.read_frames():
+                for frame in frames:
+                    if isinstance(frame, Message):
+                        delivered.append(frame)
+                    elif isinstance(frame, ServerError):
+                        log.log(logging.ERROR if frame.fatal else logging.DEBUG, "nsqd %s: %s", link.address,
+                                frame)
         except NSQError as err:
             with self._lock:
                 self._deliver(link, delivered)
@@ -192,17 +203,29 @@ class Consumer:
     def _deliver(self, link: _Link, messages: list[Message]) -> None:
         if not messages:
             return
+        unsettled = link.unsettled
+        size = 0
         for msg in messages:
-            link.unsettled[msg.id] = msg
+            unsettled[msg.id] = msg
+            size += len(msg.body)
         self._buffer.extend(messages)
+        self._hold(size)
         self._lock.notify_all()
+
+    def _hold(self, change: int) -> None:
+        """Count bytes taken on (or, negative, settled); pause or resume delivery at the budget (lock held)."""
+        self._held_bytes += change
+        over = self._held_bytes >= self.opts.max_in_flight_bytes
+        if over != self._over_budget:
+            self._over_budget = over
+            self._rebalance()
 
     def _touch_all(self) -> None:
         with self._lock:
-            batches = [(link, [command("TOUCH", mid) for mid in link.unsettled]) for link in self._links.values()
+            batches = [(link, id_commands("TOUCH", list(link.unsettled))) for link in self._links.values()
                        if link.conn is not None and link.unsettled]
         for link, commands in batches:
-            self._send(link, b"".join(commands))
+            self._send(link, commands)
 
     def _poll_lookupd(self) -> None:
         known = {link.address for link in self._links.values()}
@@ -218,9 +241,16 @@ class Consumer:
     # -- connections ---------------------------------------------------------------------------------------------
 
     def _add(self, address: str) -> None:
-        for i in range(self._per_address):
-            link = self._links[f"{address}/{i}"] = _Link(address)
-            self._connect(link)
+        """Subscribe on ``address`` now, with as many more connections as its RDY maximum makes the in-flight
+        share need; the background thread opens those, so messages flow while they connect."""
+        first = _Link(address)
+        with self._lock:
+            self._links[f"{address}/0"] = first
+        self._connect(first)
+        cap = int(first.conn.negotiated.get("max_rdy_count", _MAX_RDY)) if first.conn is not None else _MAX_RDY
+        with self._lock:
+            for i in range(1, -(-self._per_address // max(1, cap))):
+                self._links[f"{address}/{i}"] = _Link(address)
 
     def _connect(self, link: _Link) -> None:
         try:
@@ -254,8 +284,10 @@ class Consumer:
         assert conn is not None
         conn.close()
         self._buffer = deque(msg for msg in self._buffer if msg.conn is not conn)
+        dropped = sum(len(msg.body) for msg in link.unsettled.values())
         link.unsettled.clear()
         link.retry_later(_MAX_BACKOFF)
+        self._hold(-dropped)
         self._rebalance()
 
     def _rebalance(self) -> None:
@@ -264,7 +296,7 @@ class Consumer:
         for link in live:
             assert link.conn is not None
             cap = int(link.conn.negotiated.get("max_rdy_count", _MAX_RDY))
-            rdy = 0 if self._paused else max(1, min(cap, self.max_in_flight // len(live)))
+            rdy = 0 if self._paused or self._over_budget else max(1, min(cap, self.max_in_flight // len(live)))
             self._send(link, command("RDY", str(rdy)))
 
     def _send(self, link: _Link, raw: bytes) -> None:

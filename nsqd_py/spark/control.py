@@ -124,8 +124,15 @@ def stop_gracefully(query: StreamingQuery, sources: Iterable[tuple[str, str]], t
     finally:
         for client in waiting:
             client.close()
+    _await_idle(query, deadline)
     query.stop()
     return drained
+
+
+def _await_idle(query: StreamingQuery, deadline: float) -> None:
+    """Let the running micro-batch finish: `stop()` would interrupt it, and Spark logs the aborted job as an error."""
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(_POLL)
 
 
 def _await(client: socket.socket, query: StreamingQuery, deadline: float) -> bool:

@@ -137,10 +137,12 @@ class ReadOptions:
     topic: str
     channel: str
     connect: ConnectOptions = field(default_factory=ConnectOptions)
-    max_messages_per_batch: int = 20000
-    #: RDY over all connections: what the reader holds unsettled. Twice a batch by default, because the previous
-    #: batch stays in flight until Spark commits it (when it plans the next one)
-    max_in_flight: int = 40000
+    max_messages_per_batch: int = 50000
+    #: RDY over all connections: what the reader holds unsettled. Three batches by default: the previous batch stays
+    #: in flight until Spark commits it (when it plans the next one), the planned one runs, the next one fills
+    max_in_flight: int = 150000
+    #: message bytes the reader holds unsettled before it pauses (RDY 0) until a commit settles some
+    max_in_flight_bytes: int = 256 * 1024 * 1024
     num_partitions: int = 2
     #: with trigger(availableNow=True): the query ends after this long without an admissible message
     idle_timeout: float = 2.0
@@ -152,13 +154,14 @@ class ReadOptions:
         channel = opts.get("channel", "")
         if not is_valid_name(channel):
             raise OptionError(f"option 'channel' must be a valid NSQ channel name, not {channel!r}")
-        batch = _int(opts, "max_messages_per_batch", 20000, minimum=1)
+        batch = _int(opts, "max_messages_per_batch", cls.max_messages_per_batch, minimum=1)
         return cls(
             topic=_topic(opts),
             channel=channel,
             connect=ConnectOptions.parse(opts),
             max_messages_per_batch=batch,
-            max_in_flight=_int(opts, "max_in_flight", 2 * batch, minimum=1),
+            max_in_flight=_int(opts, "max_in_flight", 3 * batch, minimum=1),
+            max_in_flight_bytes=_int(opts, "max_in_flight_bytes", cls.max_in_flight_bytes, minimum=1),
             num_partitions=_int(opts, "num_partitions", 2, minimum=1),
             idle_timeout=_seconds(opts, "idle_timeout", 2.0) or 0.0,
             lookupd_poll_interval=_seconds(opts, "lookupd_poll_interval", 60.0) or 60.0,

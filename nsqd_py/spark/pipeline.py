@@ -29,9 +29,6 @@ from .schema import MESSAGE_SCHEMA
 META_COLUMNS = ("nsq_id", "nsq_timestamp", "nsq_attempts", "nsq_topic", "nsq_channel", "nsq_address", "event_time",
                 "date", "hour")
 CORRUPT_COLUMN = "_corrupt_record"
-#: format("nsq") options the pipeline sets unless overridden: with a 1 s trigger, batches of up to 50 000 keep up
-#: with 20 000 msg/s of 200-byte JSON on two cores (docs/spark.md, bench/bench_spark.py --only live)
-SOURCE_DEFAULTS = {"max_messages_per_batch": "50000"}
 #: when a micro-batch read its messages; only the dedupe uses it
 _RECEIVED = "_nsq_received"
 
@@ -145,7 +142,7 @@ def read_topics(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
             reader = reader.option("nsqd_tcp_addresses", ",".join(cfg.nsqd_tcp_addresses))
         else:
             reader = reader.option("lookupd_http_addresses", ",".join(cfg.lookupd_http_addresses))
-        for key, value in {**SOURCE_DEFAULTS, **cfg.source_options}.items():
+        for key, value in cfg.source_options.items():
             reader = reader.option(key, value)
         streams.append(reader.load())
     stream = streams[0]

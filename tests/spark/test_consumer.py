@@ -32,7 +32,7 @@ def test_options_are_validated_case_insensitively() -> None:
                               "Max_Messages_Per_Batch": "50", "msg_timeout": "1m30s", "snappy": "true"})
     assert opts.connect.lookupd_http_addresses == ("a:4161", "b:4161")
     assert opts.max_messages_per_batch == 50 and opts.connect.msg_timeout == 90
-    assert opts.max_in_flight == 100  # two batches: the previous one waits in flight for its commit
+    assert opts.max_in_flight == 150  # three batches: one awaiting its commit, one running, one filling
     assert opts.connect.identify_fields() == {"tls_v1": False, "snappy": True, "deflate": False,
                                               "msg_timeout": 90000}
     assert ReadOptions.parse({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1",
@@ -80,23 +80,59 @@ def test_reader_connects_lazily_and_pickles_without_sockets(nsqd: NsqdProcess, n
 def test_a_batch_is_full_while_the_previous_one_awaits_its_commit(nsqd: NsqdProcess,
                                                                    name: Callable[[str], str]) -> None:
     topic = name("full")
-    publish(nsqd, topic, [b"m%d" % i for i in range(250)])
+    publish(nsqd, topic, [b"m%d" % i for i in range(350)])
     reader = NSQStreamReader(read_options(nsqd, topic, max_messages_per_batch="100"))
     try:
         consumer = reader._state().consumer
-        wait_until(lambda: consumer.unsettled_count() == 200)  # the window: two batches
+        wait_until(lambda: consumer.unsettled_count() == 300)  # the window: three batches
         assert reader.latestOffset({"seq": 0}, ReadAllAvailable()) == {"seq": 1}
         # Spark commits batch 1 only after planning batch 2, so batch 2 comes from the rest of the window
         assert reader.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 2}
         for seq in (1, 2):
             assert sum(p.value for p in reader.partitions({"seq": seq - 1}, {"seq": seq})) == 100
-        assert channel_stats(nsqd, topic, "c")["in_flight_count"] == 200
+        assert channel_stats(nsqd, topic, "c")["in_flight_count"] == 300
         reader.commit({"seq": 1})  # frees the window for the last 50
-        wait_until(lambda: consumer.unsettled_count() == 150)
+        wait_until(lambda: consumer.unsettled_count() == 250)
+        # batch 3 was buffered while batch 2 was planned: full, whatever arrived after the commit
         assert reader.latestOffset({"seq": 2}, ReadAllAvailable()) == {"seq": 3}
-        assert sum(p.value for p in reader.partitions({"seq": 2}, {"seq": 3})) == 50
+        assert sum(p.value for p in reader.partitions({"seq": 2}, {"seq": 3})) == 100
+        assert reader.latestOffset({"seq": 3}, ReadAllAvailable()) == {"seq": 4}
+        assert sum(p.value for p in reader.partitions({"seq": 3}, {"seq": 4})) == 50
     finally:
         reader.stop()
+
+
+def test_connections_follow_nsqd_max_rdy_count(nsqd_factory: Callable[..., NsqdProcess],
+                                               name: Callable[[str], str]) -> None:
+    """RDY per connection is capped by nsqd's --max-rdy-count: the reader opens as many as its window needs."""
+    topic = name("rdycap")
+    small = nsqd_factory("--max-rdy-count=40")
+    publish(small, topic, [b"m%d" % i for i in range(150)])
+    consumer = Consumer(read_options(small, topic), max_in_flight=100)
+    consumer.start()
+    try:
+        # ceil(100 / 40) connections, sharing the window
+        wait_until(lambda: sorted(c["ready_count"] for c in channel_stats(small, topic, "c")["clients"])
+                   == [33, 33, 33])
+    finally:
+        consumer.close()
+
+
+def test_byte_budget_pauses_delivery_until_a_commit(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
+    topic = name("bytes")
+    publish(nsqd, topic, [b"%0100d" % i for i in range(100)])
+    consumer = Consumer(read_options(nsqd, topic, max_in_flight_bytes="1000"), max_in_flight=30)
+    consumer.start()
+    try:
+        wait_until(lambda: [c["ready_count"] for c in channel_stats(nsqd, topic, "c")["clients"]] == [0])
+        held = consumer.unsettled_count()
+        assert 10 <= held <= 30  # over 1000 bytes of 100-byte bodies, at most the RDY window
+        time.sleep(0.3)
+        assert consumer.unsettled_count() == held
+        consumer.finish(consumer.take(100))
+        wait_until(lambda: consumer.unsettled_count() >= 10 and channel_stats(nsqd, topic, "c")["depth"] < 90)
+    finally:
+        consumer.close()
 
 
 def test_rdy_bounds_what_is_held(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:

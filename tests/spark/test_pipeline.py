@@ -140,6 +140,75 @@ def test_sigkill_and_restart_keep_events_and_counts_exact(spark: SparkSession, n
     wait_until(lambda: drained(nsqd, topic, "nsq_pipeline"), timeout=10)
 
 
+def test_sigterm_to_the_whole_service_stops_cleanly(spark: SparkSession, nsqd: NsqdProcess,
+                                                    name: Callable[[str], str], tmp_path: Path) -> None:
+    """systemd (KillMode=control-group), `timeout` and `kill -- -PGID` signal the JVM and the reader's process too;
+    the stop must still commit what was written and hand back the rest, not leave it for msg_timeout."""
+    topic = name("groupterm")
+    publish(nsqd, topic, [json.dumps({"n": i}).encode() for i in range(100)])
+    lake = tmp_path / "lake"
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "nsq-pipeline"), "--topic", topic,
+                             "--nsqd-tcp-address", nsqd.tcp_address, "--output", str(lake), "--schema", "n int",
+                             "--master", "local[2]", "--conf", "spark.ui.enabled=false"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in proc.stdout or ():
+            if line.startswith("[events] batch ") and " 0 rows" not in line:
+                break
+        publish(nsqd, topic, [json.dumps({"n": i}).encode() for i in range(100, 150)])
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    assert proc.returncode == 0, stderr[-3000:]
+    stored = sorted(r.n for r in spark.read.parquet(str(lake / "events")).collect())
+    assert len(stored) == len(set(stored)) >= 100
+    # at once, not after msg_timeout (60 s): FINed what is stored, handed back the rest, and disconnected
+    wait_until(lambda: not (channel := find_channel(nsqd, topic, "nsq_pipeline"))["clients"]
+               and channel["in_flight_count"] == 0, timeout=10)
+    assert find_channel(nsqd, topic, "nsq_pipeline")["depth"] == 150 - len(stored)
+
+
+HIDE_NSQD_PY = """#!{python}
+import importlib.abc, runpy, sys
+
+
+class NoNsqdPy(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "nsqd_py":
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoNsqdPy())
+flag, target, *rest = sys.argv[1:]  # Spark runs `python -c <version check>` and `python -m pyspark.<worker>`
+sys.argv = [target, *rest]
+if flag == "-c":
+    exec(target)
+else:
+    runpy.run_module(target, run_name="__main__", alter_sys=True)
+"""
+
+
+def test_app_says_so_when_sparks_python_cannot_import_nsqd_py(nsqd: NsqdProcess, name: Callable[[str], str],
+                                                              tmp_path: Path) -> None:
+    """A cluster node's interpreter without nsqd-py, played by one that refuses to import it: Spark plans the data
+    source there, and the app stops at start with the fix instead of a Java stack trace."""
+    python = tmp_path / "python-without-nsqd-py"
+    python.write_text(HIDE_NSQD_PY.format(python=sys.executable))
+    python.chmod(0o755)
+    result = subprocess.run([str(Path(sys.executable).parent / "nsq-pipeline"), "--topic", name("noimport"),
+                             "--nsqd-tcp-address", nsqd.tcp_address, "--output", str(tmp_path / "lake"),
+                             "--master", "local[1]", "--conf", f"spark.pyspark.python={python}",
+                             "--conf", "spark.ui.enabled=false"],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 1
+    assert "Spark could not import nsqd_py with the Python it runs for the data source" in result.stderr
+    assert f"({python})" in result.stderr
+
+
 def write_archive(nsqd: NsqdProcess, topic: str, bodies: list[bytes], directory: Path) -> list[Path]:
     """nsq_to_file --gzip when it is installed, else gzip files in its naming."""
     tool = Path(sys.executable).parent / "nsq_to_file"
