@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import ssl
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from nsqd_py.client import (
     nsqd_stats,
 )
 from nsqd_py.client.connection import split_address
-from nsqd_py.client.protocol import command, mpub_body
+from nsqd_py.client.protocol import command, id_commands, mpub_body
 from tests.security.certs import make_pki
 from tests.support import REPO, NsqdProcess, drain, free_port
 from tests.tools.support import FakeLookupd
@@ -54,6 +55,49 @@ def test_command_encoding() -> None:
     assert split_address("127.0.0.1:4150") == ("127.0.0.1", 4150)
     assert split_address("[::1]:4150") == ("::1", 4150)
     assert split_address("/run/nsqd.sock") == "/run/nsqd.sock"
+
+
+def test_id_commands_encode_a_batch() -> None:
+    assert id_commands("FIN", [b"a" * 16, b"b" * 16]) == b"FIN " + b"a" * 16 + b"\nFIN " + b"b" * 16 + b"\n"
+    assert id_commands("REQ", [b"c" * 16], "0") == b"REQ " + b"c" * 16 + b" 0\n"
+    assert id_commands("TOUCH", []) == b""
+
+
+def test_read_frames_parses_a_whole_read_and_answers_heartbeats(tmp_path: Path) -> None:
+    """One socket read with a heartbeat, messages, an error and half a frame: every complete frame in one call."""
+    def frame(ftype: int, data: bytes) -> bytes:
+        return (len(data) + 4).to_bytes(4, "big") + ftype.to_bytes(4, "big") + data
+
+    def message(i: int) -> bytes:
+        return frame(2, (1000 + i).to_bytes(8, "big") + (i + 1).to_bytes(2, "big") + b"%016d" % i + b"body%d" % i)
+
+    wire = frame(0, b"_heartbeat_") + message(0) + message(1) + frame(1, b"E_FIN_FAILED x") + message(2)
+    path = str(tmp_path / "fake-nsqd.sock")
+    received: list[bytes] = []
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen()
+        conn = Connection(path).connect()
+        peer, _ = server.accept()
+        with peer, conn:
+            assert peer.recv(4) == b"  V2"
+            peer.sendall(wire[:-5])
+            frames: list = []
+            deadline = time.monotonic() + 5
+            while len(frames) < 3 and time.monotonic() < deadline:
+                frames += conn.read_frames()
+            assert [(f.id, f.body, f.timestamp, f.attempts) for f in frames if isinstance(f, Message)] == [
+                (b"%016d" % i, b"body%d" % i, 1000 + i, i + 1) for i in range(2)]
+            assert len(frames) == 3 and isinstance(frames[2], ServerError) and frames[2].code == "E_FIN_FAILED"
+            assert conn.read_frames() == []  # the last message is not complete yet
+            peer.sendall(wire[-5:])
+            deadline = time.monotonic() + 5
+            while not (rest := conn.read_frames()) and time.monotonic() < deadline:
+                pass
+            assert [f.body for f in rest] == [b"body2"]
+            peer.settimeout(5)
+            received.append(peer.recv(64))
+    assert received == [b"NOP\n"]
 
 
 def test_server_error_fatality() -> None:
