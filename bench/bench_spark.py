@@ -177,7 +177,8 @@ def bench_sink(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) 
           .select(F.rpad(F.col("id").cast("string"), a.size, "x").alias("value")).cache())
     df.count()  # generate the rows outside the timing
     started = time.perf_counter()
-    df.write.format("nsq").mode("append").option("topic", topic).option("nsqd_tcp_addresses", tcp).save()
+    (df.write.format("nsq").mode("append").option("topic", topic).option("nsqd_tcp_addresses", tcp)
+     .options(**dict(a.option)).save())
     elapsed = time.perf_counter() - started
     df.unpersist()
     published = depth(http, topic)
@@ -194,7 +195,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, help="max_messages_per_batch (default: the source's)")
     p.add_argument("--partitions", type=int, help="num_partitions (default: the source's); 2 write partitions")
     p.add_argument("--option", type=lambda kv: tuple(kv.split("=", 1)), action="append", default=[],
-                   metavar="KEY=VALUE", help="another source option (repeatable)")
+                   metavar="KEY=VALUE", help="another source (or, with --only sink, sink) option (repeatable)")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--nsqd-tcp-address")
     p.add_argument("--nsqd-http-address")

@@ -176,6 +176,8 @@ class WriteOptions:
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     mpub_max_messages: int = 500
     mpub_max_bytes: int = 1024 * 1024
+    #: MPUBs sent ahead of nsqd's answers (1: wait for each OK)
+    mpub_window: int = 4
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -185,4 +187,5 @@ class WriteOptions:
             connect=ConnectOptions.parse(opts),
             mpub_max_messages=_int(opts, "mpub_max_messages", 500, minimum=1),
             mpub_max_bytes=_int(opts, "mpub_max_bytes", 1024 * 1024, minimum=1),
+            mpub_window=_int(opts, "mpub_window", cls.mpub_window, minimum=1),
         )

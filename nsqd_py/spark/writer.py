@@ -1,14 +1,16 @@
 """Batch and streaming writes: every partition publishes from its executor over its own connection.
 
-Rows go out in MPUB batches and every MPUB's `OK` is awaited; an error frame or a broken connection raises, which
-fails the task, and Spark retries it. A retried task publishes its rows again, so a write is at-least-once, like
-NSQ itself. Nothing published can be taken back, so `abort` only logs.
+Rows go out in MPUB batches, up to ``mpub_window`` of them sent ahead of nsqd's `OK`s (the next MPUB is built while
+nsqd stores the previous ones), and the task ends only when every one is answered. An error frame or a connection
+broken twice raises, which fails the task, and Spark retries it. A retried task publishes its rows again, so a write
+is at-least-once, like NSQ itself. Nothing published can be taken back, so `abort` only logs.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -21,7 +23,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from ..client.connection import Connection
-from ..client.errors import NSQConnectionError
+from ..client.errors import NSQConnectionError, ProtocolError, ServerError
+from ..client.protocol import OK, Response, command, mpub_body
 from .connect import open_connection
 from .discovery import all_nodes
 from .options import OptionError, WriteOptions
@@ -92,34 +95,82 @@ class _Publishing:
     def publish(self, batches: Iterator[pa.RecordBatch]) -> Published:
         address = self._address()
         count = 0
-        conn: Connection | None = None
-        try:
+        with _MPUBStream(address, self.opts) as stream:
             for chunk in _chunks(_bodies(batches, self.column), self.opts.mpub_max_messages, self.opts.mpub_max_bytes):
-                conn = self._mpub(conn, address, chunk)
+                stream.send(chunk)
                 count += len(chunk)
-        finally:
-            if conn is not None:
-                conn.close()
+            stream.flush()
         return Published(address, count)
 
-    def _mpub(self, conn: Connection | None, address: str, chunk: list[bytes]) -> Connection:
-        """MPUB and wait for OK. Computing the rows can take longer than nsqd waits for an idle client, so a
-        connection found dead is replaced once (its last MPUB may have landed anyway: at-least-once)."""
-        if conn is not None:
-            try:
-                while conn.read_frame(0) is not None:
-                    pass  # heartbeats that came while the rows were computed (answered with NOP)
-                conn.mpub(self.opts.topic, chunk)
-                return conn
-            except NSQConnectionError:
-                conn.close()
-        conn = open_connection(address, self.opts.connect)
-        try:
-            conn.mpub(self.opts.topic, chunk)
-        except BaseException:
+
+class _MPUBStream:
+    """MPUBs to one nsqd, up to ``mpub_window`` of them awaiting nsqd's answer.
+
+    Computing the rows can take longer than nsqd waits for an idle client, so a connection found broken is replaced
+    once, and the MPUBs it had not answered are sent again on the new one (they may have landed: at-least-once).
+    """
+
+    def __init__(self, address: str, opts: WriteOptions) -> None:
+        self.address = address
+        self.opts = opts
+        self._conn: Connection | None = None
+        self._unanswered: deque[bytes] = deque()
+        self._replaced = False
+
+    def __enter__(self) -> _MPUBStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    def send(self, chunk: list[bytes]) -> None:
+        raw = command("MPUB", self.opts.topic, body=mpub_body(chunk))
+        self._unanswered.append(raw)
+        self._on_connection(lambda conn: self._send(conn, raw))
+        while len(self._unanswered) >= self.opts.mpub_window:
+            self._on_connection(self._await_answer)
+
+    def flush(self) -> None:
+        """Wait until nsqd has answered every MPUB."""
+        while self._unanswered:
+            self._on_connection(self._await_answer)
+
+    def _send(self, conn: Connection, raw: bytes) -> None:
+        while self._unanswered and self._answer(conn, 0.0):
+            pass  # answers (and heartbeats) that arrived meanwhile
+        conn.send(raw)
+
+    def _await_answer(self, conn: Connection) -> None:
+        if not self._answer(conn, self.opts.connect.connect_timeout):
             conn.close()
-            raise
-        return conn
+            raise NSQConnectionError(f"timed out waiting for a response from {self.address}")
+
+    def _answer(self, conn: Connection, timeout: float) -> bool:
+        """Take one answer to the oldest MPUB; False if none came within ``timeout``. Heartbeats are answered."""
+        frame = conn.read_frame(timeout)
+        if frame is None:
+            return False
+        if isinstance(frame, ServerError):
+            raise frame
+        if not isinstance(frame, Response) or frame.data != OK:
+            raise ProtocolError(f"unexpected answer to MPUB from {self.address}: {frame!r}")
+        self._unanswered.popleft()
+        return True
+
+    def _on_connection(self, operation: Callable[[Connection], None]) -> None:
+        if self._conn is None:
+            self._conn = open_connection(self.address, self.opts.connect)
+        try:
+            operation(self._conn)
+        except NSQConnectionError:
+            self._conn.close()
+            self._conn = None
+            if self._replaced:
+                raise
+            self._replaced = True
+            self._conn = open_connection(self.address, self.opts.connect)
+            self._conn.send(b"".join(self._unanswered))
 
 
 class NSQWriter(_Publishing, DataSourceArrowWriter):

@@ -10,7 +10,10 @@ from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from tests.spark.util import drained, publish
+from nsqd_py.client.errors import NSQConnectionError, ServerError
+from nsqd_py.spark.options import WriteOptions
+from nsqd_py.spark.writer import _MPUBStream
+from tests.spark.util import drained, publish, topic_depth
 from tests.support import NsqdProcess, drain, wait_until
 
 pytestmark = pytest.mark.slow
@@ -68,3 +71,52 @@ def test_stream_bridges_one_topic_into_another(spark: SparkSession, nsqd: NsqdPr
 
     assert sorted(bodies_in(nsqd, target)) == sorted(bodies)
     wait_until(lambda: drained(nsqd, source, "bridge"), timeout=10)
+
+
+def stream_options(nsqd: NsqdProcess, topic: str, **extra: str) -> WriteOptions:
+    return WriteOptions.parse({"topic": topic, "nsqd_tcp_addresses": nsqd.tcp_address, **extra})
+
+
+def test_mpubs_go_ahead_of_their_answers_and_all_are_awaited(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
+    topic = name("window")
+    chunks = [[b"c%d-%d" % (c, i) for i in range(50)] for c in range(20)]
+    with _MPUBStream(nsqd.tcp_address, stream_options(nsqd, topic, mpub_window="4")) as stream:
+        for chunk in chunks:
+            stream.send(chunk)
+            assert len(stream._unanswered) < 4
+        stream.flush()
+        assert not stream._unanswered
+        assert topic_depth(nsqd, topic) == 1000  # counted as soon as flush returns: every MPUB was answered
+    assert sorted(bodies_in(nsqd, topic)) == sorted(b for chunk in chunks for b in chunk)
+
+
+def test_an_error_answer_fails_the_write(nsqd_factory: Callable[..., NsqdProcess],
+                                         name: Callable[[str], str]) -> None:
+    small = nsqd_factory("--max-msg-size=100")
+    with _MPUBStream(small.tcp_address, stream_options(small, name("toobig"))) as stream:
+        stream.send([b"fits"])
+        stream.send([b"x" * 200])
+        with pytest.raises(ServerError, match="E_BAD_MESSAGE"):
+            stream.flush()
+
+
+def test_a_broken_connection_is_replaced_once_and_unanswered_mpubs_resent(
+        nsqd_factory: Callable[..., NsqdProcess], name: Callable[[str], str]) -> None:
+    """Computing rows can outlast a connection (nsqd restarted, or gave up on a client that answered no heartbeat)."""
+    restarted = nsqd_factory()
+    topic = name("replaced")
+    with _MPUBStream(restarted.tcp_address, stream_options(restarted, topic)) as stream:
+        stream.send([b"before"])
+        stream.flush()
+        first = stream._conn
+        restarted.stop()
+        restarted.start()  # same ports and data dir: "before" was flushed to disk
+        stream.send([b"after"])
+        stream.flush()
+        assert stream._conn is not first
+        restarted.stop()
+        with pytest.raises(NSQConnectionError):  # broken again, and nowhere to reconnect: the task fails
+            stream.send([b"lost"])
+            stream.flush()
+    restarted.start()
+    assert sorted(bodies_in(restarted, topic)) == [b"after", b"before"]

@@ -17,6 +17,11 @@ def publish(nsqd: NsqdProcess, topic: str, bodies: list[bytes]) -> None:
         resp.raise_for_status()
 
 
+def topic_depth(nsqd: NsqdProcess, topic: str) -> int:
+    [found] = nsqd.stats(topic=topic)["topics"]
+    return found["depth"]
+
+
 def find_channel(nsqd: NsqdProcess, topic: str, channel: str) -> dict | None:
     for t in nsqd.stats(topic=topic, channel=channel)["topics"] or []:
         for c in t["channels"] or []:
