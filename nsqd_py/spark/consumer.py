@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 _DEFAULT_MSG_TIMEOUT = 60.0
 #: nsqd's default --max-rdy-count: an nsqd gets more than one connection when the in-flight budget needs it
 _MAX_RDY = 2500
+#: per nsqd: past this, a low --max-rdy-count shrinks the window instead
+_MAX_CONNECTIONS = 100
 _MAX_BACKOFF = 30.0
 
 
@@ -248,8 +250,13 @@ class Consumer:
             self._links[f"{address}/0"] = first
         self._connect(first)
         cap = int(first.conn.negotiated.get("max_rdy_count", _MAX_RDY)) if first.conn is not None else _MAX_RDY
+        needed = -(-self._per_address // max(1, cap))
+        if needed > _MAX_CONNECTIONS:
+            log.warning("nsqd %s allows RDY %d per connection: %d connections would be needed for %d in flight; "
+                        "opening %d (raise nsqd's --max-rdy-count)", address, cap, needed, self._per_address,
+                        _MAX_CONNECTIONS)
         with self._lock:
-            for i in range(1, -(-self._per_address // max(1, cap))):
+            for i in range(1, min(needed, _MAX_CONNECTIONS)):
                 self._links[f"{address}/{i}"] = _Link(address)
 
     def _connect(self, link: _Link) -> None:

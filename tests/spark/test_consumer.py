@@ -116,6 +116,14 @@ def test_connections_follow_nsqd_max_rdy_count(nsqd_factory: Callable[..., NsqdP
                    == [33, 33, 33])
     finally:
         consumer.close()
+    many = name("rdycapped")
+    publish(small, many, [b"m"])
+    consumer = Consumer(read_options(small, many), max_in_flight=5000)  # 125 connections: capped at 100
+    consumer.start()
+    try:
+        wait_until(lambda: [c["ready_count"] for c in channel_stats(small, many, "c")["clients"]] == [40] * 100)
+    finally:
+        consumer.close()
 
 
 def test_byte_budget_pauses_delivery_until_a_commit(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
