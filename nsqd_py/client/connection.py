@@ -13,6 +13,7 @@ import selectors
 import socket
 import ssl
 import struct
+import sys
 import threading
 import time
 from typing import Any
@@ -240,7 +241,7 @@ class Connection:
         per call."""
         frames: list[Frame] = []
         while not frames:
-            if not self._take_frames(frames, _MAX_FRAME) and not self._fill(time.monotonic()):
+            if not self._take_frames(frames, sys.maxsize) and not self._fill(time.monotonic()):
                 break
         return frames
 
