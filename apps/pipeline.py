@@ -56,6 +56,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--topic", action="append", default=[], help="NSQ topic (repeatable; with --from-archive a filter)")
     p.add_argument("--channel", default="nsq_pipeline", help="NSQ channel (default %(default)s)")
     p.add_argument("--nsqd-tcp-address", action="append", default=[], help="nsqd TCP address (repeatable)")
+    p.add_argument("--nsqd-http-address", action="append", default=[],
+                   help="its HTTP address, for /stats (repeatable, in the same order; default: TCP port + 1)")
     p.add_argument("--lookupd-http-address", action="append", default=[], help="nsqlookupd HTTP address (repeatable)")
     p.add_argument("--output", required=True, help="base path: events/ and counts/ go below it")
     p.add_argument("--checkpoint", default="", help="checkpoint base path (default OUTPUT/_checkpoints)")
@@ -70,7 +72,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--trigger", default="1 second", help="micro-batch interval (default %(default)s)")
     p.add_argument("--available-now", action="store_true", help="process what is there now, then exit")
     p.add_argument("--max-messages-per-batch", type=int,
-                   help="format('nsq') max_messages_per_batch (default 50000)")
+                   help="format('nsq') maxOffsetsPerTrigger (default: what the channels hold)")
     p.add_argument("--msg-timeout", help="format('nsq') msg_timeout, e.g. 60s")
     p.add_argument("--source-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="any other format('nsq') option (repeatable)")
@@ -86,18 +88,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             p.error("--topic is required (unless --from-archive)")
         if bool(args.nsqd_tcp_address) == bool(args.lookupd_http_address):
             p.error("give --nsqd-tcp-address or --lookupd-http-address (not both)")
+        if args.nsqd_http_address and len(args.nsqd_http_address) != len(args.nsqd_tcp_address):
+            p.error("give one --nsqd-http-address per --nsqd-tcp-address")
     return args
 
 
 def config(args: argparse.Namespace) -> PipelineConfig:
     source_options = dict(args.source_option)
     if args.max_messages_per_batch:
-        source_options["max_messages_per_batch"] = str(args.max_messages_per_batch)
+        source_options["maxOffsetsPerTrigger"] = str(args.max_messages_per_batch)
     if args.msg_timeout:
         source_options["msg_timeout"] = args.msg_timeout
     return PipelineConfig(
         topics=tuple(args.topic), output=args.output, checkpoint=args.checkpoint, channel=args.channel,
-        nsqd_tcp_addresses=tuple(args.nsqd_tcp_address), lookupd_http_addresses=tuple(args.lookupd_http_address),
+        nsqd_tcp_addresses=tuple(args.nsqd_tcp_address), nsqd_http_addresses=tuple(args.nsqd_http_address),
+        lookupd_http_addresses=tuple(args.lookupd_http_address),
         schema=args.schema_file.read_text().strip() if args.schema_file else args.schema,
         event_time_field=args.event_time_field, watermark=args.watermark, dedupe_window=args.dedupe_window,
         trigger=args.trigger,

@@ -39,17 +39,22 @@ def get_json(url: str, params: dict[str, str] | None = None, timeout: tuple[floa
     return doc
 
 
-def lookup_producers(lookupd: str, topic: str, timeout: tuple[float, float] = DEFAULT_TIMEOUT, *,
-                     port: str = "tcp_port") -> list[str]:
-    """`broadcast_address:tcp_port` (or ``port="http_port"``) of every nsqd that has ``topic`` according to one
-    lookupd; [] when the lookupd does not know the topic (404 TOPIC_NOT_FOUND)."""
+def lookup_peers(lookupd: str, topic: str, timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> list[dict[str, Any]]:
+    """The `producers` one lookupd lists for ``topic``; [] when it does not know the topic (404 TOPIC_NOT_FOUND)."""
     try:
         doc = get_json(endpoint(lookupd, "/lookup"), {"topic": topic}, timeout)
     except HTTPError as err:
         if err.status == 404:
             return []
         raise
-    return [join_host_port(p["broadcast_address"], p[port]) for p in doc.get("producers") or []]
+    return list(doc.get("producers") or [])
+
+
+def lookup_producers(lookupd: str, topic: str, timeout: tuple[float, float] = DEFAULT_TIMEOUT, *,
+                     port: str = "tcp_port") -> list[str]:
+    """`broadcast_address:tcp_port` (or ``port="http_port"``) of every nsqd that has ``topic`` according to one
+    lookupd."""
+    return [join_host_port(p["broadcast_address"], p[port]) for p in lookup_peers(lookupd, topic, timeout)]
 
 
 def lookupd_topics(lookupds: list[str], timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> list[str]:

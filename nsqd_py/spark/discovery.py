@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from ..client.errors import HTTPError
-from ..client.http import endpoint, get_json, lookup_producers
+from ..client.http import endpoint, get_json, lookup_peers, lookup_producers
 from ..gocompat import join_host_port
 
 log = logging.getLogger(__name__)
@@ -37,4 +37,18 @@ def all_nodes(lookupds: tuple[str, ...]) -> set[str]:
         for peer in producers:
             host, port = peer["broadcast_address"], peer["tcp_port"]
             found.add(join_host_port(host, port))
+    return found
+
+
+def topic_nodes(lookupds: tuple[str, ...], topic: str) -> set[tuple[str, str]]:
+    """(TCP address, HTTP address) of every nsqd that any reachable lookupd lists for ``topic``."""
+    found: set[tuple[str, str]] = set()
+    for lookupd in lookupds:
+        try:
+            peers = lookup_peers(lookupd, topic)
+        except HTTPError as err:
+            log.warning("lookupd %s: %s", lookupd, err)
+            continue
+        found.update((join_host_port(p["broadcast_address"], p["tcp_port"]),
+                      join_host_port(p["broadcast_address"], p["http_port"])) for p in peers)
     return found

@@ -25,7 +25,7 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def _bool(opts: dict[str, str], key: str, default: bool = False) -> bool:
-    raw = opts.get(key)
+    raw = opts.get(key.lower())
     if raw is None:
         return default
     value = raw.strip().lower()
@@ -37,7 +37,7 @@ def _bool(opts: dict[str, str], key: str, default: bool = False) -> bool:
 
 
 def _int(opts: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
-    raw = opts.get(key)
+    raw = opts.get(key.lower())
     if raw is None:
         return default
     try:
@@ -51,7 +51,7 @@ def _int(opts: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
 
 def _seconds(opts: dict[str, str], key: str, default: float | None) -> float | None:
     """A Go duration (`60s`, `1m30s`, `500ms`); a bare number means milliseconds, as in nsqd's IDENTIFY."""
-    raw = opts.get(key)
+    raw = opts.get(key.lower())
     if raw is None:
         return default
     text = raw.strip()
@@ -73,6 +73,8 @@ class ConnectOptions:
     """How to reach nsqd: addresses or lookupd, TLS, compression, AUTH (shared by reading and writing)."""
 
     nsqd_tcp_addresses: tuple[str, ...] = ()
+    #: each nsqd's HTTP address (for /stats), in the order of nsqd_tcp_addresses; by default the TCP port + 1
+    nsqd_http_addresses: tuple[str, ...] = ()
     lookupd_http_addresses: tuple[str, ...] = ()
     connect_timeout: float = 5.0
     tls: bool = False
@@ -91,6 +93,7 @@ class ConnectOptions:
     def parse(cls, opts: dict[str, str]) -> ConnectOptions:
         parsed = cls(
             nsqd_tcp_addresses=_addresses(opts, "nsqd_tcp_addresses"),
+            nsqd_http_addresses=_addresses(opts, "nsqd_http_addresses"),
             lookupd_http_addresses=_addresses(opts, "lookupd_http_addresses"),
             connect_timeout=_seconds(opts, "connect_timeout", 5.0) or 5.0,
             tls=_bool(opts, "tls"),
@@ -107,6 +110,8 @@ class ConnectOptions:
         )
         if bool(parsed.nsqd_tcp_addresses) == bool(parsed.lookupd_http_addresses):
             raise OptionError("set exactly one of 'nsqd_tcp_addresses' and 'lookupd_http_addresses'")
+        if parsed.nsqd_http_addresses and len(parsed.nsqd_http_addresses) != len(parsed.nsqd_tcp_addresses):
+            raise OptionError("'nsqd_http_addresses' must name one HTTP address per entry of 'nsqd_tcp_addresses'")
         if parsed.snappy and parsed.deflate:
             raise OptionError("'snappy' and 'deflate' cannot both be enabled")
         if parsed.msg_timeout is not None and parsed.msg_timeout < 1:
@@ -130,13 +135,63 @@ def _topic(opts: dict[str, str]) -> str:
     return topic
 
 
+def _alias(opts: dict[str, str], name: str, *aliases: str) -> dict[str, str]:
+    """Read Kafka's option name, or one of the names it replaced (both given is an error)."""
+    given = [key for key in (name, *aliases) if key.lower() in opts]
+    if len(given) > 1:
+        raise OptionError(f"options {' and '.join(repr(k) for k in given)} mean the same: set one")
+    if given and given[0] != name:
+        return {**opts, name.lower(): opts[given[0].lower()]}
+    return opts
+
+
+def _topics(opts: dict[str, str]) -> tuple[str, ...]:
+    """`subscribe` (a comma list, as Kafka's) or `topic`."""
+    opts = _alias(opts, "subscribe", "topic")
+    topics = tuple(dict.fromkeys(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()))
+    if not topics:
+        raise OptionError("set option 'subscribe' (or 'topic'): the topics to read")
+    for topic in topics:
+        if not is_valid_name(topic):
+            raise OptionError(f"option 'subscribe' must list valid NSQ topic names, not {topic!r}")
+    return topics
+
+
+def _optional_int(opts: dict[str, str], key: str, minimum: int = 1) -> int | None:
+    return _int(opts, key, 0, minimum) if key.lower() in opts else None
+
+
+#: where the executors read: their own subscriptions (replayable), or the driver's one (see docs/spark.md)
+READ_MODES = ("executors", "driver")
+
+
 @dataclass(frozen=True)
 class ReadOptions:
-    """A streaming read of one topic/channel."""
+    """A streaming read of one channel of one or more topics."""
 
-    topic: str
+    topics: tuple[str, ...]
     channel: str
     connect: ConnectOptions = field(default_factory=ConnectOptions)
+    read_mode: str = "executors"
+    #: rows per micro-batch (Kafka's maxOffsetsPerTrigger); None reads what the channels hold
+    max_offsets_per_trigger: int | None = None
+    #: fewer rows than this wait for more, up to max_trigger_delay after the last batch
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay: float = 15 * 60.0
+    max_bytes_per_trigger: int | None = None
+    #: partitions per micro-batch (spread over the nsqd nodes by their share); None: one per nsqd and topic
+    min_partitions: int | None = None
+    #: an nsqd that cannot be reached fails the query (true), or is skipped until it comes back (false)
+    fail_on_unreachable: bool = False
+    #: a task ends its slice when no message came for this long
+    poll_timeout: float = 0.5
+    #: messages delivered more often than this go to dead_letter_topic (0: no limit)
+    max_attempts: int = 0
+    dead_letter_topic: str | None = None
+    #: where executors publish the slices they read (a path or file://, hdfs://, s3:// URI; relative to the
+    #: driver's working directory)
+    write_ahead_location: str = "nsq-write-ahead"
+    # -- readMode=driver only ---------------------------------------------------------------------------------------
     max_messages_per_batch: int = 50000
     #: RDY over all connections: what the reader holds unsettled. Three batches by default: the previous batch stays
     #: in flight until Spark commits it (when it plans the next one), the planned one runs, the next one fills
@@ -144,9 +199,18 @@ class ReadOptions:
     #: message bytes the reader holds unsettled before it pauses (RDY 0) until a commit settles some
     max_in_flight_bytes: int = 256 * 1024 * 1024
     num_partitions: int = 2
+    # -- both -------------------------------------------------------------------------------------------------------
     #: with trigger(availableNow=True): the query ends after this long without an admissible message
     idle_timeout: float = 2.0
     lookupd_poll_interval: float = 60.0
+
+    @property
+    def topic(self) -> str:
+        """The one topic of a driver-mode read."""
+        return self.topics[0]
+
+    def dead_letter_for(self, topic: str) -> str:
+        return self.dead_letter_topic or f"{topic}_dead_letter"
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -154,15 +218,38 @@ class ReadOptions:
         channel = opts.get("channel", "")
         if not is_valid_name(channel):
             raise OptionError(f"option 'channel' must be a valid NSQ channel name, not {channel!r}")
-        batch = _int(opts, "max_messages_per_batch", cls.max_messages_per_batch, minimum=1)
+        mode = opts.get("readmode", "executors").strip().lower()
+        if mode not in READ_MODES:
+            raise OptionError(f"option 'readMode' must be one of {', '.join(READ_MODES)}, not {mode!r}")
+        topics = _topics(opts)
+        if mode == "driver" and len(topics) > 1:
+            raise OptionError("readMode=driver reads one topic: give each topic its own query")
+        dead_letter = opts.get("deadlettertopic") or None
+        if dead_letter is not None and not is_valid_name(dead_letter):
+            raise OptionError(f"option 'deadLetterTopic' must be a valid NSQ topic name, not {dead_letter!r}")
+        opts = _alias(_alias(opts, "maxOffsetsPerTrigger", "max_messages_per_batch"), "minPartitions",
+                      "num_partitions")
+        max_rows = _optional_int(opts, "maxOffsetsPerTrigger")
+        batch = max_rows or cls.max_messages_per_batch
         return cls(
-            topic=_topic(opts),
+            topics=topics,
             channel=channel,
             connect=ConnectOptions.parse(opts),
+            read_mode=mode,
+            max_offsets_per_trigger=max_rows,
+            min_offsets_per_trigger=_optional_int(opts, "minOffsetsPerTrigger"),
+            max_trigger_delay=_seconds(opts, "maxTriggerDelay", cls.max_trigger_delay) or 0.0,
+            max_bytes_per_trigger=_optional_int(opts, "maxBytesPerTrigger"),
+            min_partitions=_optional_int(opts, "minPartitions"),
+            fail_on_unreachable=_bool(opts, "failOnUnreachable"),
+            poll_timeout=_seconds(opts, "pollTimeout", cls.poll_timeout) or cls.poll_timeout,
+            max_attempts=_int(opts, "maxAttempts", 0),
+            dead_letter_topic=dead_letter,
+            write_ahead_location=opts.get("writeaheadlocation") or cls.write_ahead_location,
             max_messages_per_batch=batch,
             max_in_flight=_int(opts, "max_in_flight", 3 * batch, minimum=1),
             max_in_flight_bytes=_int(opts, "max_in_flight_bytes", cls.max_in_flight_bytes, minimum=1),
-            num_partitions=_int(opts, "num_partitions", 2, minimum=1),
+            num_partitions=_optional_int(opts, "minPartitions") or cls.num_partitions,
             idle_timeout=_seconds(opts, "idle_timeout", 2.0) or 0.0,
             lookupd_poll_interval=_seconds(opts, "lookupd_poll_interval", 60.0) or 60.0,
         )

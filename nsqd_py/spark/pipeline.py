@@ -42,6 +42,8 @@ class PipelineConfig:
     checkpoint: str = ""
     channel: str = "nsq_pipeline"
     nsqd_tcp_addresses: tuple[str, ...] = ()
+    #: their HTTP addresses (for /stats), in the same order; by default each TCP port + 1
+    nsqd_http_addresses: tuple[str, ...] = ()
     lookupd_http_addresses: tuple[str, ...] = ()
     #: DDL (`user string, amount double, ts timestamp`) of the JSON bodies; empty keeps each body as a string
     schema: str = ""
@@ -71,6 +73,11 @@ class PipelineConfig:
     def checkpoint_path(self, query: str) -> str:
         base = self.checkpoint or f"{self.output.rstrip('/')}/_checkpoints"
         return f"{base.rstrip('/')}/{query}"
+
+    @property
+    def driver_reads(self) -> bool:
+        options = {key.lower(): value for key, value in self.source_options.items()}
+        return options.get("readmode", "").strip().lower() == "driver"
 
     def body_schema(self) -> StructType | None:
         """The JSON schema plus the corrupt-record column, or None for raw bodies."""
@@ -134,17 +141,22 @@ def minute_counts(events: DataFrame, watermark: str | None) -> DataFrame:
 
 
 def read_topics(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
-    """One format("nsq") stream per topic, unioned."""
-    streams = []
-    for topic in cfg.topics:
-        reader = spark.readStream.format("nsq").option("topic", topic).option("channel", cfg.channel)
+    """One format("nsq") source subscribed to every topic, its slices beside the checkpoints (as durable as they);
+    with readMode=driver, which reads one topic per source, one per topic, unioned."""
+    def source(topics: tuple[str, ...]) -> DataFrame:
+        reader = (spark.readStream.format("nsq").option("subscribe", ",".join(topics)).option("channel", cfg.channel)
+                  .option("writeAheadLocation", cfg.checkpoint_path("write-ahead")))
         if cfg.nsqd_tcp_addresses:
             reader = reader.option("nsqd_tcp_addresses", ",".join(cfg.nsqd_tcp_addresses))
+            if cfg.nsqd_http_addresses:
+                reader = reader.option("nsqd_http_addresses", ",".join(cfg.nsqd_http_addresses))
         else:
             reader = reader.option("lookupd_http_addresses", ",".join(cfg.lookupd_http_addresses))
-        for key, value in cfg.source_options.items():
-            reader = reader.option(key, value)
-        streams.append(reader.load())
+        return reader.options(**cfg.source_options).load()
+
+    if not cfg.driver_reads:
+        return source(cfg.topics)
+    streams = [source((topic,)) for topic in cfg.topics]
     stream = streams[0]
     for other in streams[1:]:
         stream = stream.unionByName(other)
@@ -175,7 +187,8 @@ def start_counts(spark: SparkSession, cfg: PipelineConfig, events_schema: Struct
 
 
 def stop_query(query: StreamingQuery, cfg: PipelineConfig, timeout: float = 60.0) -> None:
-    """The events query drains its readers first (no batch left to redeliver); the counts query just stops."""
+    """The events query stops between batches (and in readMode=driver drains its readers first: no batch left to
+    redeliver); the counts query just stops."""
     if query.name == "events":
         stop_gracefully(query, cfg.sources(), timeout)
     else:

@@ -1,171 +1,153 @@
-"""The streaming reader: micro-batches of NSQ messages, FINed only after Spark committed them.
+"""The streaming reader: the driver plans, the executors read (the default, `readMode=executors`).
 
-Spark keeps one reader for the whole query in a long-lived Python process on the driver: `latestOffset`,
-`partitions` and `commit` run there, so that is where the NSQ connections live (opened on the first
-`latestOffset`, never in `__init__`, because a planning copy is built and pickled too). The messages themselves
-travel to the executors inside the input partitions; `read` only turns them into Arrow.
-
-The offset is a micro-batch sequence number, ``{"seq": n}``. It is not replayable: after a restart a batch that
-was planned but not committed comes back empty, and nsqd redelivers its messages once their msg_timeout passes
-(a dropped connection does not requeue them). Spark calls `commit(end)` only when it plans the next batch, so while
-messages wait for their commit and nothing new has arrived the reader plans an empty batch to get that commit; a
-clean stop (control.py) relies on that too.
+Each trigger the driver reads the channels' depth from nsqd's `/stats` and turns it into slices: which nsqd, which
+topic, how many rows (planner.py). The plan is the offset, `{"query", "batch", "slices", "cutoff"}`, so Spark's
+offset log keeps it, and a batch Spark runs again after a failure or a driver restart has the same slices. Executor
+tasks read them (slice_task.py): from the write-ahead location when an attempt already published them, otherwise
+from nsqd, publishing before they FIN. `commit` deletes the slices of committed batches.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
-from ..client.protocol import Message
-from .consumer import Consumer
-from .control import DrainServer, socket_path
 from .options import ReadOptions
-from .schema import MESSAGE_SCHEMA
+from .planner import ChannelState, SliceSpec, plan_slices, survey
+from .slice_task import SlicePlan, SliceTask
+from .slices import SliceStore, resolve_location
 
 log = logging.getLogger(__name__)
 
-#: how long latestOffset waits for a first message when it would otherwise return "no new data"
-_POLL_WAIT = 0.1
+
+class SlicePartition(InputPartition):
+    """One slice of a micro-batch: a description of work, not data."""
+
+    def __init__(self, plan: SlicePlan, cutoff_ns: int | None) -> None:
+        super().__init__(plan.index)
+        self.plan = plan
+        self.cutoff_ns = cutoff_ns
 
 
-class NSQPartition(InputPartition):
-    """One slice of a micro-batch's messages, column by column (pickled from the driver to an executor)."""
-
-    def __init__(self, messages: list[Message]) -> None:
-        super().__init__(len(messages))
-        self.ids = [m.id.decode("ascii", "replace") for m in messages]
-        self.timestamps_us = [m.timestamp // 1000 for m in messages]
-        self.attempts = [m.attempts for m in messages]
-        self.bodies = [m.body for m in messages]
-        self.addresses = [m.conn.address if m.conn is not None else None for m in messages]
-
-
-@dataclass
-class _Live:
-    """What exists only in the driver-side reader process: the subscription and the batches awaiting commit."""
-
-    consumer: Consumer
-    drain_server: DrainServer
-    batches: dict[int, list[Message]] = field(default_factory=dict)
-    #: set by a clean stop (see control.py): take nothing new, get the last batch committed
-    draining: bool = False
+def _offset(query: str, batch: int, slices: list[SliceSpec], cutoff_ns: int | None) -> dict:
+    return {"query": query, "batch": batch, "slices": [s.encode() for s in slices], "cutoff": cutoff_ns}
 
 
 class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """`spark.readStream.format("nsq")`: one topic/channel, at-least-once."""
+    """`spark.readStream.format("nsq")`: one channel of the subscribed topics, replayable by batch id."""
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
+        #: resolved where Spark builds the reader, on the driver: the executors get it inside each partition
+        self.location = resolve_location(opts.write_ahead_location)
         #: with trigger(availableNow=True): only messages published up to here (ns since the epoch) are read
         self.cutoff_ns: int | None = None
-        self._live: _Live | None = None
+        #: batches planned since prepareForTriggerAvailableNow: one of them reading nothing ends the query
+        self._available_now_batches: set[int] = set()
+        #: rows in the batches committed so far (counted before their slices go)
+        self._committed_rows: dict[int, int] = {}
+        self._marked: set[str] = set()
+        self._last_plan: tuple[dict, dict] | None = None
+        self._last_batch_at = time.monotonic()
+        self._states: list[ChannelState] = []
 
-    def __getstate__(self) -> dict:
-        """Pickles without the subscription: copies go to planners and executors."""
-        return {**self.__dict__, "_live": None}
-
-    def _state(self) -> _Live:
-        if self._live is None:
-            consumer = Consumer(self.opts, max_in_flight=self.opts.max_in_flight)
-            consumer.start()
-            server = DrainServer(socket_path(self.opts.topic, self.opts.channel), self._drain,
-                                 lambda: consumer.unsettled_count() == 0)
-            self._live = _Live(consumer, server)
-            server.start()
-        return self._live
-
-    def _drain(self) -> None:
-        """(On the drain server's thread.) Hand back the buffer; `latestOffset` does the rest."""
-        if self._live is not None:
-            self._live.draining = True
-            self._live.consumer.requeue_buffered()
-
-    # -- offsets -------------------------------------------------------------------------------------------------
+    # -- planning (driver) --------------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        return {"seq": 0}
+        return _offset(uuid.uuid4().hex, 0, [], None)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.opts.max_messages_per_batch)
+        if self.opts.max_offsets_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.opts.max_offsets_per_trigger)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.cutoff_ns = time.time_ns()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        live = self._state()
-        seq = int(start["seq"])
-        if seq + 1 in live.batches:  # asked again for the same start: the same answer
-            return {"seq": seq + 1}
-        awaiting_commit = any(live.batches[s] for s in live.batches if s <= seq)
-        if live.draining:  # messages delivered before RDY 0 arrived go back too
-            live.consumer.requeue_buffered()
-            if not awaiting_commit:
-                return start
-            live.batches[seq + 1] = []
-            return {"seq": seq + 1}
-        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.opts.max_messages_per_batch
-        cutoff = self.cutoff_ns
-        # availableNow ends at the first "no new data": give messages time to arrive before saying so
-        wait = 0.0 if awaiting_commit else _POLL_WAIT if cutoff is None else self.opts.idle_timeout
-        messages = live.consumer.take(max_rows, wait, None if cutoff is None else lambda m: m.timestamp <= cutoff)
-        if messages or awaiting_commit:
-            live.batches[seq + 1] = messages
-            return {"seq": seq + 1}
-        if cutoff is not None:  # availableNow ends here: whatever arrived later goes back to the channel
-            live.consumer.requeue_buffered()
-        return start
+        if "query" not in start:
+            raise ValueError("this checkpoint holds offsets of readMode=driver: keep that option, or start the query "
+                             "with a new checkpoint location")
+        if self._last_plan is not None and self._last_plan[0] == start:  # asked again: the same answer
+            return self._last_plan[1]
+        store = self._store(start["query"])
+        batch = int(start["batch"])
+        self._states = survey(self.opts.connect, self.opts.topics, self.opts.channel, self.opts.fail_on_unreachable)
+        if self._available_now_finished(store, batch):
+            return start
+        available = sum(s.depth for s in self._states)
+        if available == 0 or self._waits_for_more(available):
+            return start
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        slices = plan_slices(self._states, max_rows, self.opts.max_bytes_per_trigger, self.opts.min_partitions)
+        end = _offset(start["query"], batch + 1, slices, self.cutoff_ns)
+        if self.cutoff_ns is not None:
+            self._available_now_batches.add(batch + 1)
+        self._last_plan = (start, end)
+        self._last_batch_at = time.monotonic()
+        return end
 
-    def partitions(self, start: dict, end: dict) -> list[NSQPartition]:
-        if self._live is None:  # a batch planned by an earlier run: its messages come back from nsqd
+    def _store(self, query: str) -> SliceStore:
+        store = SliceStore(self.location, query)
+        if query not in self._marked:
+            store.mark()
+            self._marked.add(query)
+        return store
+
+    def _available_now_finished(self, store: SliceStore, batch: int) -> bool:
+        """With availableNow, a batch of this run that read nothing means every admissible message was read."""
+        if batch not in self._available_now_batches:
+            return False
+        rows = self._committed_rows.get(batch)
+        return (store.batch_rows(batch) if rows is None else rows) == 0
+
+    def _waits_for_more(self, available: int) -> bool:
+        """minOffsetsPerTrigger: fewer rows wait, until maxTriggerDelay after the last batch."""
+        minimum = self.opts.min_offsets_per_trigger
+        if minimum is None or available >= minimum or self.cutoff_ns is not None:
+            return False
+        return time.monotonic() - self._last_batch_at < self.opts.max_trigger_delay
+
+    def reportLatestOffset(self) -> dict | None:
+        """What the query progress shows as the source's latestOffset: the lag, per topic and nsqd."""
+        if not self._states:
+            return None
+        topics: dict[str, dict[str, dict[str, int]]] = {}
+        for state in self._states:
+            topics.setdefault(state.topic, {})[state.nsqd] = state.progress()
+        return {"depth": sum(s.depth for s in self._states), "inFlight": sum(s.in_flight for s in self._states),
+                "topics": topics}
+
+    def partitions(self, start: dict, end: dict) -> list[SlicePartition]:
+        if int(end["batch"]) == int(start.get("batch", -1)):
             return []
-        messages = [m for s in range(int(start["seq"]) + 1, int(end["seq"]) + 1)
-                    for m in self._live.batches.get(s, ())]
-        if not messages:
-            return []
-        count = min(self.opts.num_partitions, len(messages))
-        size = -(-len(messages) // count)
-        return [NSQPartition(messages[i:i + size]) for i in range(0, len(messages), size)]
+        cutoff = end.get("cutoff")
+        return [SlicePartition(SlicePlan(self.location, end["query"], int(end["batch"]), spec.topic, spec.nsqd,
+                                         spec.index, spec.quota, spec.byte_quota), cutoff)
+                for spec in map(SliceSpec.decode, end["slices"])]
 
     def commit(self, end: dict) -> None:
-        if self._live is None:
+        if "query" not in end:
             return
-        done = [s for s in self._live.batches if s <= int(end["seq"])]
-        messages = [m for s in sorted(done) for m in self._live.batches.pop(s)]
-        self._live.consumer.finish(messages)
-        log.debug("committed up to batch %s: FIN %d messages", end["seq"], len(messages))
+        store = self._store(end["query"])
+        batch = int(end["batch"])
+        if batch in self._available_now_batches:
+            self._committed_rows[batch] = store.batch_rows(batch) or 0
+        store.delete_through(batch)
 
-    def stop(self) -> None:
-        """Hand back everything not committed (faster than waiting for msg_timeout) and disconnect."""
-        if self._live is None:
-            return
-        live, self._live = self._live, None
-        live.drain_server.close()
-        live.consumer.requeue_buffered()
-        live.consumer.requeue([m for batch in live.batches.values() for m in batch])
-        live.consumer.close()
-
-    # -- executors -----------------------------------------------------------------------------------------------
+    # -- reading (executors) ------------------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, NSQPartition)
-        count = len(partition.ids)
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array(partition.ids, pa.string()),
-                pa.array(partition.timestamps_us, pa.timestamp("us", tz="UTC")),
-                pa.array(partition.attempts, pa.int32()),
-                pa.array(partition.bodies, pa.binary()),
-                pa.array([self.opts.topic] * count, pa.string()),
-                pa.array([self.opts.channel] * count, pa.string()),
-                pa.array(partition.addresses, pa.string()),
-            ],
-            schema=to_arrow_schema(MESSAGE_SCHEMA, timezone="UTC"),
-        )
+        assert isinstance(partition, SlicePartition)
+        yield from SliceTask(partition.plan, self.opts, partition.cutoff_ns).run()

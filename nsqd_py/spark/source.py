@@ -6,6 +6,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
+from .driver_reader import DriverStreamReader
 from .options import ReadOptions, WriteOptions
 from .reader import NSQStreamReader
 from .schema import MESSAGE_SCHEMA
@@ -22,8 +23,9 @@ class NSQDataSource(DataSource):
     def schema(self) -> StructType:
         return MESSAGE_SCHEMA
 
-    def streamReader(self, schema: StructType) -> NSQStreamReader:
-        return NSQStreamReader(ReadOptions.parse(self.options))
+    def streamReader(self, schema: StructType) -> NSQStreamReader | DriverStreamReader:
+        opts = ReadOptions.parse(self.options)
+        return DriverStreamReader(opts) if opts.read_mode == "driver" else NSQStreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> NSQWriter:
         return NSQWriter(WriteOptions.parse(self.options), schema)

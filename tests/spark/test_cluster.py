@@ -17,7 +17,7 @@ import pytest
 import requests
 from pyspark.sql import SparkSession
 
-from tests.spark.util import drained, publish
+from tests.spark.util import drained, http_address, publish
 from tests.support import NsqdProcess, drain, free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -83,7 +83,8 @@ def test_pipeline_reads_and_a_job_writes_through_a_standalone_cluster(cluster: s
                          check=True).stdout.strip()
     lake = tmp_path / "lake"
 
-    spark_submit(cluster, app, "--topic", topic, "--nsqd-tcp-address", nsqd.tcp_address, "--output", str(lake),
+    spark_submit(cluster, app, "--topic", topic, "--nsqd-tcp-address", nsqd.tcp_address,
+                 "--nsqd-http-address", http_address(nsqd), "--output", str(lake),
                  "--schema", "n int", "--available-now", "--source-option", "idle_timeout=5s")
 
     assert sorted(r.n for r in spark.read.parquet(str(lake / "events")).collect()) == list(range(count))

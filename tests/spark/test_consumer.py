@@ -16,7 +16,7 @@ from nsqd_py.client.errors import NSQConnectionError
 from nsqd_py.spark.consumer import Consumer
 from nsqd_py.spark.control import DrainServer
 from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
-from nsqd_py.spark.reader import NSQStreamReader
+from nsqd_py.spark.driver_reader import DriverStreamReader
 from tests.spark.util import channel_stats, drained, publish
 from tests.support import NsqdProcess, free_port, wait_until
 
@@ -55,7 +55,7 @@ def test_options_are_validated_case_insensitively() -> None:
 
 def test_reader_connects_lazily_and_pickles_without_sockets(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
     topic = name("lazy")
-    reader = NSQStreamReader(read_options(nsqd, topic))
+    reader = DriverStreamReader(read_options(nsqd, topic))
     assert not nsqd.stats(topic=topic)["topics"]  # nothing subscribed yet
     publish(nsqd, topic, [b"one"])
     try:
@@ -81,7 +81,7 @@ def test_a_batch_is_full_while_the_previous_one_awaits_its_commit(nsqd: NsqdProc
                                                                    name: Callable[[str], str]) -> None:
     topic = name("full")
     publish(nsqd, topic, [b"m%d" % i for i in range(350)])
-    reader = NSQStreamReader(read_options(nsqd, topic, max_messages_per_batch="100"))
+    reader = DriverStreamReader(read_options(nsqd, topic, max_messages_per_batch="100"))
     try:
         consumer = reader._state().consumer
         wait_until(lambda: consumer.unsettled_count() == 300)  # the window: three batches

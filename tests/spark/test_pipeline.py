@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from nsqd_py.spark.archive import ArchiveError, run_archive
 from nsqd_py.spark.pipeline import PipelineConfig
-from tests.spark.util import drained, find_channel, publish
+from tests.spark.util import drained, find_channel, http_address, publish
 from tests.support import NsqdProcess, wait_until
 
 pytestmark = pytest.mark.slow
@@ -51,7 +51,7 @@ def test_cli_arguments_map_to_the_config(spark: SparkSession) -> None:  # parsin
                        "--source-option", "snappy=true", "--available-now"])
     cfg = config(args)
     assert cfg.topics == ("a", "b") and cfg.lookupd_http_addresses == ("h:4161",)
-    assert cfg.source_options == {"snappy": "true", "max_messages_per_batch": "50", "msg_timeout": "5s"}
+    assert cfg.source_options == {"snappy": "true", "maxOffsetsPerTrigger": "50", "msg_timeout": "5s"}
     assert cfg.events_path == "/lake/events" and cfg.checkpoint_path("counts") == "/lake/_checkpoints/counts"
     assert cfg.dedupe_window == "5 minutes"
     assert not config(parse_args(["--topic", "a", "--nsqd-tcp-address", "h:1", "--output", "/l",
@@ -70,6 +70,7 @@ def test_stream_pipeline_writes_events_and_minute_counts(spark: SparkSession, ns
     publish(nsqd, clicks, [json.dumps(e).encode() for e in sent[clicks]] + [b"not json"])
     publish(nsqd, views, [json.dumps(e).encode() for e in sent[views]])
     cfg = PipelineConfig(topics=(clicks, views), output=str(tmp_path / "lake"), nsqd_tcp_addresses=(nsqd.tcp_address,),
+                         nsqd_http_addresses=(http_address(nsqd),),
                          schema=SCHEMA, event_time_field="ts", watermark="1 minute", available_now=True,
                          source_options={"max_messages_per_batch": "400", "idle_timeout": "5s"})
 
@@ -108,7 +109,8 @@ def test_sigkill_and_restart_keep_events_and_counts_exact(spark: SparkSession, n
     topic, count = name("crash"), 1000
     sent = events(count, 0.5, "eve")  # 8 minutes and a bit of event time
     publish(nsqd, topic, [json.dumps(e).encode() for e in sent])
-    argv = ["--topic", topic, "--nsqd-tcp-address", nsqd.tcp_address, "--output", str(tmp_path / "lake"),
+    argv = ["--topic", topic, "--nsqd-tcp-address", nsqd.tcp_address, "--nsqd-http-address", http_address(nsqd),
+            "--output", str(tmp_path / "lake"),
             "--schema", SCHEMA, "--event-time-field", "ts", "--watermark", "1 minute", "--msg-timeout", "2s",
             "--max-messages-per-batch", "200", "--source-option", "idle_timeout=5s"]
     # a 5 s trigger: the batch just written waits that long for its commit to NSQ, and is killed before it
@@ -148,7 +150,8 @@ def test_sigterm_to_the_whole_service_stops_cleanly(spark: SparkSession, nsqd: N
     publish(nsqd, topic, [json.dumps({"n": i}).encode() for i in range(100)])
     lake = tmp_path / "lake"
     proc = subprocess.Popen([str(Path(sys.executable).parent / "nsq-pipeline"), "--topic", topic,
-                             "--nsqd-tcp-address", nsqd.tcp_address, "--output", str(lake), "--schema", "n int",
+                             "--nsqd-tcp-address", nsqd.tcp_address, "--nsqd-http-address", http_address(nsqd),
+                             "--output", str(lake), "--schema", "n int",
                              "--master", "local[2]", "--conf", "spark.ui.enabled=false"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -200,7 +203,8 @@ def test_app_says_so_when_sparks_python_cannot_import_nsqd_py(nsqd: NsqdProcess,
     python.write_text(HIDE_NSQD_PY.format(python=sys.executable))
     python.chmod(0o755)
     result = subprocess.run([str(Path(sys.executable).parent / "nsq-pipeline"), "--topic", name("noimport"),
-                             "--nsqd-tcp-address", nsqd.tcp_address, "--output", str(tmp_path / "lake"),
+                             "--nsqd-tcp-address", nsqd.tcp_address, "--nsqd-http-address", http_address(nsqd),
+                             "--output", str(tmp_path / "lake"),
                              "--master", "local[1]", "--conf", f"spark.pyspark.python={python}",
                              "--conf", "spark.ui.enabled=false"],
                             capture_output=True, text=True, timeout=180)

@@ -11,7 +11,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from nsqd_py.spark import stop_gracefully
-from tests.spark.util import channel_stats, drained, publish
+from tests.spark.util import channel_stats, drained, http_address, publish
 from tests.support import NsqdProcess, wait_until
 
 pytestmark = pytest.mark.slow
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def nsq_stream(spark: SparkSession, nsqd: NsqdProcess, topic: str, channel: str, **options: object) -> DataFrame:
     reader = (spark.readStream.format("nsq").option("topic", topic).option("channel", channel)
-              .option("nsqd_tcp_addresses", nsqd.tcp_address))
+              .option("nsqd_tcp_addresses", nsqd.tcp_address).option("nsqd_http_addresses", http_address(nsqd)))
     # availableNow ends after idle_timeout without a message: wider than the default 2 s for a loaded CI machine
     for key, value in {"idle_timeout": "5s", **options}.items():
         reader = reader.option(key, str(value))

@@ -17,6 +17,10 @@ def publish(nsqd: NsqdProcess, topic: str, bodies: list[bytes]) -> None:
         resp.raise_for_status()
 
 
+def http_address(nsqd: NsqdProcess) -> str:
+    return f"127.0.0.1:{nsqd.http_port}"
+
+
 def topic_depth(nsqd: NsqdProcess, topic: str) -> int:
     [found] = nsqd.stats(topic=topic)["topics"]
     return found["depth"]
