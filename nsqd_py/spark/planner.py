@@ -69,16 +69,18 @@ def channel_state(tcp: str, http: str, topic: str, channel: str) -> ChannelState
             if chan.get("channel_name") == channel:
                 return ChannelState(topic, tcp, int(chan["depth"]), int(chan["in_flight_count"]),
                                     int(chan["deferred_count"]), int(chan["requeue_count"]))
-        _create_channel(http, topic, channel)
+        _post(http, "/channel/create", topic, channel)
         return ChannelState(topic, tcp, int(found.get("depth", 0)))  # moves to the new channel
-    _create_channel(http, topic, channel)
+    _post(http, "/topic/create", topic)
+    _post(http, "/channel/create", topic, channel)
     return ChannelState(topic, tcp, 0)
 
 
-def _create_channel(http: str, topic: str, channel: str) -> None:
-    url = endpoint(http, "/channel/create")
+def _post(http: str, path: str, topic: str, channel: str = "") -> None:
+    url = endpoint(http, path)
+    params = {"topic": topic, "channel": channel} if channel else {"topic": topic}
     try:
-        resp = requests.post(url, params={"topic": topic, "channel": channel}, timeout=DEFAULT_TIMEOUT)
+        resp = requests.post(url, params=params, timeout=DEFAULT_TIMEOUT)
     except requests.RequestException as err:
         raise HTTPError(f"POST {url} failed - {err}") from err
     if resp.status_code != 200:

@@ -79,7 +79,10 @@ class _Subscription:
         if self.conn is None:
             self.open()
         assert self.conn is not None
-        self.conn.send(command("RDY", str(min(self.max_rdy, limit + len(self.held)))))
+        limit = min(limit, self.max_rdy - len(self.held))  # nsqd sends no more than RDY unsettled messages
+        if limit <= 0:
+            return [], True
+        self.conn.send(command("RDY", str(limit + len(self.held))))
         taken: list[Message] = []
         size = 0
         while len(taken) < limit and size < max_bytes:
@@ -116,8 +119,9 @@ class _Subscription:
             self.close()
 
     def requeue(self, messages: list[Message]) -> None:
+        """Hand back a chunk this attempt could not publish (RDY 0 first: the next chunk may come from storage)."""
         if self.conn is not None and messages:
-            self.conn.send(id_commands("REQ", [m.id for m in messages], "0"))
+            self.conn.send(command("RDY", "0") + id_commands("REQ", [m.id for m in messages], "0"))
 
     def dead_letter(self, messages: list[Message]) -> None:
         """Publish to the dead-letter topic, then FIN: a message over maxAttempts stops failing batches."""
@@ -186,7 +190,7 @@ class SliceTask:
         rows, size = self._remaining()
         messages: list[Message] = []
         if not self.done_reading and rows > 0 and size > 0:
-            messages = self._take(min(rows, self.subscription.max_rdy), min(size, _CHUNK_BYTES))
+            messages = self._take(rows, min(size, _CHUNK_BYTES))
         if not messages:
             self.slice.finish(number, ARROW_SCHEMA, self.rows)
             return self._published(number)

@@ -15,8 +15,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from nsqd_py.client.errors import NSQConnectionError
 from nsqd_py.spark.consumer import Consumer
 from nsqd_py.spark.control import DrainServer
-from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
 from nsqd_py.spark.driver_reader import DriverStreamReader
+from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
 from tests.spark.util import channel_stats, drained, publish
 from tests.support import NsqdProcess, free_port, wait_until
 

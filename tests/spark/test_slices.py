@@ -1,0 +1,214 @@
+"""Executor-mode reads without Spark: slices planned from /stats, read from nsqd by tasks that publish before they
+FIN, replayed from the write-ahead location, and attempts that lose the race to publish handing their messages
+back. Each task here is what one Spark task runs (`SliceTask(...).run()`) against a real nsqd."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from nsqd_py.client.connection import Connection
+from nsqd_py.client.errors import NSQConnectionError
+from nsqd_py.client.protocol import Message
+from nsqd_py.spark.options import OptionError, ReadOptions
+from nsqd_py.spark.planner import ChannelState, plan_slices
+from nsqd_py.spark.reader import NSQStreamReader
+from nsqd_py.spark.slice_task import SlicePlan, SliceTask
+from nsqd_py.spark.slices import NotSharedError, SliceStore
+from tests.spark.util import channel_stats, find_channel, http_address, publish
+from tests.support import NsqdProcess, drain, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def small_rdy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProcess]:
+    """An nsqd whose max RDY of 50 makes chunks of 50 messages."""
+    proc = NsqdProcess(tmp_path_factory.mktemp("small-rdy"), "--max-rdy-count=50").start()
+    yield proc
+    proc.stop()
+
+
+def options(nsqd: NsqdProcess, topic: str, **extra: str) -> ReadOptions:
+    return ReadOptions.parse({"subscribe": topic, "channel": "c", "nsqd_tcp_addresses": nsqd.tcp_address,
+                              "nsqd_http_addresses": http_address(nsqd), "pollTimeout": "300ms", **extra})
+
+
+def plan(location: Path, nsqd: NsqdProcess, topic: str, quota: int, index: int = 0) -> SlicePlan:
+    SliceStore(str(location), "q1").mark()
+    return SlicePlan(str(location), "q1", 1, topic, nsqd.tcp_address, index, quota)
+
+
+def rows(batches: list[pa.RecordBatch]) -> list[tuple[str, bytes]]:
+    table = pa.Table.from_batches(batches)
+    return list(zip(table.column("id").to_pylist(), table.column("body").to_pylist(), strict=True))
+
+
+def bodies(count: int, prefix: str = "m") -> list[bytes]:
+    return [f"{prefix}-{i}".encode() for i in range(count)]
+
+
+def test_kafka_option_names_and_their_aliases() -> None:
+    base = {"channel": "c", "nsqd_tcp_addresses": "h:4150"}
+    opts = ReadOptions.parse({**base, "Subscribe": "a, b,a", "maxOffsetsPerTrigger": "1000",
+                              "minOffsetsPerTrigger": "10", "maxTriggerDelay": "30s", "maxBytesPerTrigger": "4096",
+                              "minPartitions": "4", "failOnUnreachable": "true", "maxAttempts": "5"})
+    assert opts.topics == ("a", "b") and opts.read_mode == "executors"
+    assert (opts.max_offsets_per_trigger, opts.min_offsets_per_trigger, opts.max_trigger_delay) == (1000, 10, 30.0)
+    assert (opts.max_bytes_per_trigger, opts.min_partitions, opts.fail_on_unreachable) == (4096, 4, True)
+    assert opts.dead_letter_for("a") == "a_dead_letter" and opts.max_attempts == 5
+    old = ReadOptions.parse({**base, "topic": "t", "max_messages_per_batch": "7", "num_partitions": "3"})
+    assert (old.topics, old.max_offsets_per_trigger, old.min_partitions) == (("t",), 7, 3)
+    defaults = ReadOptions.parse({**base, "topic": "t"})
+    assert defaults.max_offsets_per_trigger is None and defaults.max_trigger_delay == 15 * 60
+    for bad, message in [({"topic": "t", "subscribe": "u"}, "mean the same"),
+                         ({"topic": "t", "maxOffsetsPerTrigger": "1", "max_messages_per_batch": "2"}, "mean the same"),
+                         ({"subscribe": "a,b", "readMode": "driver"}, "one topic"),
+                         ({"subscribe": "a", "readMode": "both"}, "readMode"),
+                         ({"subscribe": "a b"}, "subscribe"),
+                         ({"subscribe": "a", "deadLetterTopic": "bad name"}, "deadLetterTopic"),
+                         ({"subscribe": "a", "nsqd_http_addresses": "h:1,h:2"}, "one HTTP address"),
+                         ({"subscribe": "a", "minPartitions": "0"}, "at least 1")]:
+        with pytest.raises(OptionError, match=message):
+            ReadOptions.parse({**base, **bad})
+
+
+def test_plan_splits_rows_by_depth_and_partitions_by_share() -> None:
+    states = [ChannelState("t", "a:1", 300), ChannelState("t", "b:1", 100), ChannelState("u", "a:1", 0)]
+    everything = plan_slices(states, None, None, None)
+    assert [(s.nsqd, s.index, s.quota) for s in everything] == [("a:1", 0, 300), ("b:1", 0, 100)]
+    capped = plan_slices(states, 200, 1000, 4)
+    assert sum(s.quota for s in capped) == 200
+    assert [(s.nsqd, s.quota) for s in capped] == [("a:1", 50), ("a:1", 50), ("a:1", 50), ("b:1", 50)]
+    assert all(s.byte_quota == 250 for s in capped)
+    assert plan_slices(states, 2, None, 8) == plan_slices(states, 2, None, 2)  # never a partition without rows
+    assert plan_slices([ChannelState("t", "a:1", 0)], None, None, 3) == []
+
+
+def test_a_task_publishes_its_slice_and_a_replay_reads_it_back(nsqd: NsqdProcess, name: Callable[[str], str],
+                                                              tmp_path: Path) -> None:
+    topic = name("slice")
+    publish(nsqd, topic, bodies(300))
+    opts = options(nsqd, topic)
+    first = rows(list(SliceTask(plan(tmp_path, nsqd, topic, 200), opts, None).run()))
+    assert len(first) == 200 and len({i for i, _ in first}) == 200
+    wait_until(lambda: channel_stats(nsqd, topic, "c")["in_flight_count"] == 0)
+    stats = channel_stats(nsqd, topic, "c")
+    assert stats["depth"] == 100 and stats["message_count"] == 300  # 200 FINed: they are in the slice
+
+    again = rows(list(SliceTask(plan(tmp_path, nsqd, topic, 200), opts, None).run()))
+    assert again == first
+    assert channel_stats(nsqd, topic, "c")["depth"] == 100  # the replay took nothing from nsqd
+
+
+def test_the_losing_attempt_hands_its_messages_back(small_rdy: NsqdProcess, tmp_path: Path) -> None:
+    topic, sent = "race", bodies(300)
+    publish(small_rdy, topic, sent)
+    opts = options(small_rdy, topic)
+    loser = SliceTask(plan(tmp_path, small_rdy, topic, 200), opts, None)
+    may_publish = threading.Event()
+    publish_chunk = loser.slice.publish
+
+    def held_back(number: int, table: pa.Table) -> bool:
+        may_publish.wait(60)
+        return publish_chunk(number, table)
+
+    loser.slice.publish = held_back  # type: ignore[method-assign]
+    loser_rows: list[pa.RecordBatch] = []
+    thread = threading.Thread(target=lambda: loser_rows.extend(loser.run()))
+    thread.start()
+    # one chunk delivered, not published
+    wait_until(lambda: (find_channel(small_rdy, topic, "c") or {}).get("in_flight_count") == 50)
+
+    winner = rows(list(SliceTask(plan(tmp_path, small_rdy, topic, 200), opts, None).run()))
+    may_publish.set()
+    thread.join(60)
+    assert rows(loser_rows) == winner and len(winner) == 200  # the same rows for both attempts
+
+    wait_until(lambda: channel_stats(small_rdy, topic, "c")["in_flight_count"] == 0)
+    stats = channel_stats(small_rdy, topic, "c")
+    assert stats["depth"] == 100 and stats["requeue_count"] >= 50  # the loser's chunk came back
+    rest = [m.body for m in drain(small_rdy.tcp_port, topic, "c", rdy=50)]
+    assert sorted(rest + [body for _, body in winner]) == sorted(sent)  # nothing lost, nothing twice
+
+
+def test_task_ends_when_nsqd_is_quiet_and_holds_back_later_messages(nsqd: NsqdProcess, name: Callable[[str], str],
+                                                                   tmp_path: Path) -> None:
+    topic = name("cutoff")
+    publish(nsqd, topic, bodies(30, "early"))
+    cutoff = time.time_ns()
+    publish(nsqd, topic, bodies(20, "late"))
+    got = rows(list(SliceTask(plan(tmp_path, nsqd, topic, 1000), options(nsqd, topic), cutoff).run()))
+    assert sorted(body for _, body in got) == sorted(bodies(30, "early"))
+    wait_until(lambda: channel_stats(nsqd, topic, "c")["in_flight_count"] == 0)
+    assert channel_stats(nsqd, topic, "c")["depth"] == 20  # the late ones went back
+
+
+def test_messages_over_max_attempts_go_to_the_dead_letter_topic(nsqd: NsqdProcess, name: Callable[[str], str],
+                                                                tmp_path: Path) -> None:
+    topic = name("poison")
+    publish(nsqd, topic, [b"poison", b"fine"])
+    with Connection(nsqd.tcp_address).connect() as conn:  # deliver and requeue both once: attempts becomes 2
+        conn.identify()
+        conn.sub(topic, "c")
+        conn.rdy(2)
+        delivered = [conn.read_frame(5), conn.read_frame(5)]
+        assert all(isinstance(m, Message) for m in delivered)
+        poison = next(m for m in delivered if isinstance(m, Message) and m.body == b"poison")
+        conn.rdy(0)  # or the requeued message comes straight back here
+        conn.req(poison.id)
+        fine = next(m for m in delivered if isinstance(m, Message) and m.body == b"fine")
+        conn.fin(fine.id)
+        conn.nop()
+    publish(nsqd, topic, [b"new"])
+    wait_until(lambda: channel_stats(nsqd, topic, "c")["depth"] == 2)
+    got = rows(list(SliceTask(plan(tmp_path, nsqd, topic, 10), options(nsqd, topic, maxAttempts="1"), None).run()))
+    assert [body for _, body in got] == [b"new"]
+    assert [m.body for m in drain(nsqd.tcp_port, f"{topic}_dead_letter", "check")] == [b"poison"]
+    wait_until(lambda: channel_stats(nsqd, topic, "c")["in_flight_count"] == 0)
+    assert channel_stats(nsqd, topic, "c")["depth"] == 0  # FINed once it was dead-lettered
+
+
+def test_unreachable_nsqd_ends_the_slice_or_fails_the_task(tmp_path: Path) -> None:
+    gone = f"127.0.0.1:{free_port()}"
+    opts = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqd_tcp_addresses": gone,
+                              "connect_timeout": "500ms"})
+    SliceStore(str(tmp_path), "q1").mark()
+    task_plan = SlicePlan(str(tmp_path), "q1", 1, "t", gone, 0, 10)
+    assert list(SliceTask(task_plan, opts, None).run()) == []
+    strict = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqd_tcp_addresses": gone,
+                                "failOnUnreachable": "true"})
+    with pytest.raises(NSQConnectionError, match="failOnUnreachable"):
+        list(SliceTask(SlicePlan(str(tmp_path), "q1", 2, "t", gone, 0, 10), strict, None).run())
+
+
+def test_an_executor_that_cannot_see_the_location_says_so(nsqd: NsqdProcess, tmp_path: Path) -> None:
+    task_plan = SlicePlan(str(tmp_path / "not-shared"), "q1", 1, "t", nsqd.tcp_address, 0, 10)
+    with pytest.raises(NotSharedError, match="writeAheadLocation"):
+        list(SliceTask(task_plan, options(nsqd, "t"), None).run())
+
+
+def test_driver_plans_from_stats_and_commit_deletes_slices(nsqd: NsqdProcess, name: Callable[[str], str],
+                                                           tmp_path: Path) -> None:
+    topic = name("plan")
+    reader = NSQStreamReader(options(nsqd, topic, writeAheadLocation=str(tmp_path), minPartitions="2"))
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # creates the channel: nothing yet
+    publish(nsqd, topic, bodies(100))
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end["batch"] == 1 and [s[3] for s in end["slices"]] == [50, 50]
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == end  # asked again: the same plan
+    assert reader.reportLatestOffset()["depth"] == 100
+    parts = reader.partitions(start, end)
+    read = [rows(list(reader.read(part))) for part in parts]
+    assert sorted(b for part in read for _, b in part) == sorted(bodies(100))
+    assert not any(nsqd.stats(topic=topic)["topics"][0]["channels"][0]["clients"])  # the driver holds no subscription
+    store = SliceStore(str(tmp_path), end["query"])
+    assert store.batches() == [1] and store.batch_rows(1) == 100
+    reader.commit(end)
+    assert store.batches() == []
