@@ -78,16 +78,21 @@ class SliceStore:
         infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
         return sorted(int(i.base_name) for i in infos if i.type == pafs.FileType.Directory and i.base_name.isdigit())
 
-    def batch_rows(self, batch: int) -> int | None:
-        """Rows in a batch's finished slices; None when none has finished."""
+    def finished_slices(self, batch: int) -> dict[str, int]:
+        """The rows of every slice of ``batch`` that has its end, by slice directory."""
         selector = pafs.FileSelector(f"{self.root}/{batch:012d}", recursive=True, allow_not_found=True)
         last: dict[str, str] = {}
         for info in self.fs.get_file_info(selector):
             if info.type == pafs.FileType.File and info.base_name.endswith(".arrow") and info.base_name[0] != ".":
                 directory = info.path.rsplit("/", 1)[0]
                 last[directory] = max(last.get(directory, ""), info.path)
-        ends = [table for table in map(self._read_table, last.values()) if table.num_rows == 0]
-        return sum(_end_rows(table) for table in ends) if ends else None
+        tables = {directory: self._read_table(path) for directory, path in last.items()}
+        return {directory: _end_rows(table) for directory, table in tables.items() if table.num_rows == 0}
+
+    def batch_rows(self, batch: int) -> int | None:
+        """Rows in a batch's finished slices; None when none has finished."""
+        finished = self.finished_slices(batch)
+        return sum(finished.values()) if finished else None
 
     def delete_through(self, batch: int) -> None:
         """Remove the slices of every batch up to ``batch`` (they are committed)."""

@@ -1,6 +1,8 @@
-"""A Spark standalone cluster from the pyspark package (Master and Worker JVMs on 127.0.0.1, executors in the
-Worker's): nsq-pipeline submitted with the README's recipe reads a topic into Parquet, and a submitted batch write
-publishes to a topic. Only `spark.pyspark.python` tells Spark where nsqd_py is; PYSPARK_PYTHON is not set."""
+"""A Spark standalone cluster from the pyspark package (a Master and two Worker JVMs on 127.0.0.1, executors in the
+Workers'), with two nsqd: nsq-pipeline submitted with the README's recipe reads a topic into Parquet, a submitted batch
+write publishes to a topic, and streaming reads happen in the executors: an executor or the driver killed with
+SIGKILL mid-batch loses nothing, and a batch replayed after the driver's restart holds the same messages. Only
+`spark.pyspark.python` tells Spark where nsqd_py is; PYSPARK_PYTHON is not set."""
 
 from __future__ import annotations
 
@@ -9,15 +11,20 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pyspark
 import pytest
 import requests
 from pyspark.sql import SparkSession
 
-from tests.spark.util import drained, http_address, publish
+from nsqd_py.spark.slices import SliceStore
+from tests.spark.util import drained, find_channel, http_address, publish
 from tests.support import NsqdProcess, drain, free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -42,11 +49,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     daemons = [
         _spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                      "--webui-port", str(ui)),
-        _spark_class("org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "2", "--memory",
-                     "1g", "--webui-port", str(free_port()), "--work-dir", str(work)),
+        *(_spark_class("org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1", "--memory",
+                       "1g", "--webui-port", str(free_port()), "--work-dir", str(work / str(i))) for i in range(2)),
     ]
     try:
-        wait_until(lambda: _alive_workers(ui) > 0, timeout=90, interval=0.5)
+        wait_until(lambda: _alive_workers(ui) == 2, timeout=120, interval=0.5)
         yield url
     finally:
         for proc in daemons:
@@ -66,12 +73,16 @@ def _alive_workers(ui: int) -> int:
         return 0
 
 
-def spark_submit(cluster: str, *args: str) -> None:
+def submit_args(cluster: str, *args: str) -> list[str]:
     """As in the README: an absolute interpreter path that exists on the driver and on every executor."""
-    subprocess.run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster,
-                    "--conf", f"spark.pyspark.python={sys.executable}", "--conf", "spark.executor.memory=512m",
-                    "--conf", "spark.ui.enabled=false", *args],
-                   env=submit_env(), check=True, timeout=SUBMIT_TIMEOUT, stdout=subprocess.DEVNULL)
+    return [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster,
+            "--conf", f"spark.pyspark.python={sys.executable}", "--conf", "spark.executor.memory=512m",
+            "--conf", "spark.ui.enabled=false", *args]
+
+
+def spark_submit(cluster: str, *args: str) -> None:
+    subprocess.run(submit_args(cluster, *args), env=submit_env(), check=True, timeout=SUBMIT_TIMEOUT,
+                   stdout=subprocess.DEVNULL)
 
 
 def test_pipeline_reads_and_a_job_writes_through_a_standalone_cluster(cluster: str, spark: SparkSession,
@@ -95,3 +106,161 @@ def test_pipeline_reads_and_a_job_writes_through_a_standalone_cluster(cluster: s
 
     bodies = [m.body for m in drain(nsqd.tcp_port, written, "check", idle=1.5, rdy=2500)]
     assert sorted(int(b) for b in bodies) == list(range(count))
+
+
+READ_APP = str(Path(__file__).with_name("cluster_read.py"))
+
+
+@pytest.fixture(scope="module")
+def nodes(nsqd: NsqdProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[NsqdProcess]]:
+    """Two nsqd: the session's and one more."""
+    other = NsqdProcess(tmp_path_factory.mktemp("second-nsqd")).start()
+    yield [nsqd, other]
+    other.stop()
+
+
+def publish_to_each(nodes: list[NsqdProcess], topic: str, count: int) -> set[bytes]:
+    sent: set[bytes] = set()
+    for i, node in enumerate(nodes):
+        bodies = [f"{i}-{n}".encode() for n in range(count)]
+        publish(node, topic, bodies)
+        sent.update(bodies)
+    return sent
+
+
+def read_app(cluster: str, nodes: list[NsqdProcess], topic: str, out: Path, delay_ms: int, *options: str) -> list[str]:
+    """cluster_read.py's command line; the checkpoint and write-ahead location sit beside ``out``."""
+    return submit_args(cluster, READ_APP, topic, ",".join(n.tcp_address for n in nodes),
+                       ",".join(http_address(n) for n in nodes), str(out), str(out.parent / "checkpoint"),
+                       str(out.parent / "write-ahead"), str(delay_ms), *options)
+
+
+def owner(local_port: int, remote_port: int) -> psutil.Process | None:
+    """The process holding a TCP connection from ``local_port`` to ``remote_port`` on this host."""
+    for conn in psutil.net_connections("tcp"):
+        if conn.laddr and conn.raddr and conn.laddr.port == local_port and conn.raddr.port == remote_port and conn.pid:
+            return psutil.Process(conn.pid)
+    return None
+
+
+def executor_of(process: psutil.Process) -> psutil.Process | None:
+    """The executor JVM a process belongs to (its Python workers are the JVM's descendants)."""
+    for candidate in [process, *process.parents()]:
+        if "CoarseGrainedExecutorBackend" in " ".join(candidate.cmdline()):
+            return candidate
+    return None
+
+
+def readers(nodes: list[NsqdProcess], topic: str) -> list[psutil.Process]:
+    """The processes whose connections nsqd has delivered messages to, right now."""
+    found = []
+    for node in nodes:
+        for client in (find_channel(node, topic, "spark") or {}).get("clients") or []:
+            port = int(client["remote_address"].rpartition(":")[2])
+            process = owner(port, node.tcp_port) if client["message_count"] else None
+            if process is not None:
+                found.append(process)
+    return found
+
+
+def test_executors_read_and_an_executor_killed_mid_batch_loses_nothing(cluster: str, spark: SparkSession,
+                                                                       nodes: list[NsqdProcess],
+                                                                       name: Callable[[str], str],
+                                                                       tmp_path: Path) -> None:
+    topic = name("executors")
+    sent = publish_to_each(nodes, topic, 4000)
+    out = tmp_path / "out"
+    command = read_app(cluster, nodes, topic, out, 1, "maxOffsetsPerTrigger=2000", "minPartitions=4")
+    app = subprocess.Popen(command, env=submit_env(), start_new_session=True, stdout=subprocess.DEVNULL)
+    driver = {app.pid, *(p.pid for p in psutil.Process(app.pid).children(recursive=True))}
+    seen: list[psutil.Process] = []
+    killed: psutil.Process | None = None
+    try:
+        deadline = time.monotonic() + SUBMIT_TIMEOUT
+        while app.poll() is None and time.monotonic() < deadline:
+            now = readers(nodes, topic)
+            seen.extend(now)
+            executors = [e for e in map(executor_of, now) if e is not None]
+            if killed is None and executors:
+                killed = executors[0]
+                killed.kill()  # SIGKILL, mid-batch: it is reading right now
+            time.sleep(0.05)
+        assert app.wait(30) == 0
+    finally:
+        if app.poll() is None:
+            os.killpg(app.pid, signal.SIGKILL)
+    assert killed is not None and seen
+    assert all(executor_of(p) is not None for p in seen if p.is_running())  # every reader is an executor's
+    assert not {p.pid for p in seen} & driver  # the driver holds no subscription
+
+    # what the killed executor had delivered but not published comes back after msg_timeout: read it too
+    wait_until(lambda: all((find_channel(n, topic, "spark") or {}).get("in_flight_count") == 0 for n in nodes),
+               timeout=30)
+    subprocess.run(read_app(cluster, nodes, topic, out, 0), env=submit_env(), check=True, timeout=SUBMIT_TIMEOUT,
+                   stdout=subprocess.DEVNULL)
+    rows = spark.read.parquet(str(out)).select("id", "body").collect()
+    assert {r.body for r in rows} == sent  # nothing lost
+    assert all(drained(n, topic, "spark") for n in nodes)
+
+
+def offset_log(checkpoint: Path, batch: int) -> dict:
+    """The source's offset in Spark's offset log for ``batch`` (line 3 of offsets/N)."""
+    return json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[2])
+
+
+def uncommitted_batch_with_its_slices_written(checkpoint: Path, write_ahead: Path) -> tuple[int, dict] | None:
+    offsets = checkpoint / "offsets"
+    for batch in sorted(int(p.name) for p in offsets.glob("[0-9]*")) if offsets.exists() else []:
+        if (checkpoint / "commits" / str(batch)).exists():
+            continue
+        offset = offset_log(checkpoint, batch)
+        store = SliceStore(str(write_ahead), offset["query"])
+        if offset["slices"] and len(store.finished_slices(batch)) == len(offset["slices"]):
+            return batch, offset
+    return None
+
+
+def slice_ids(write_ahead: Path, query: str, batch: int) -> list[str]:
+    tables = [pa.ipc.open_file(pa.memory_map(str(p))).read_all()
+              for p in (write_ahead / query / f"{batch:012d}").rglob("*.arrow")]
+    return sorted(i for t in tables for i in t.column("id").to_pylist())
+
+
+def batch_ids(out: Path, batch: int) -> list[str]:
+    """The ids the file sink committed for ``batch`` (its _spark_metadata log names the files)."""
+    lines = (out / "_spark_metadata" / str(batch)).read_text().splitlines()[1:]
+    paths = [json.loads(line)["path"].removeprefix("file://") for line in lines]
+    return sorted(i for path in paths for i in pq.read_table(path, columns=["id"]).column("id").to_pylist())
+
+
+def test_a_batch_replayed_after_the_driver_is_killed_holds_the_same_messages(cluster: str, spark: SparkSession,
+                                                                            nodes: list[NsqdProcess],
+                                                                            name: Callable[[str], str],
+                                                                            tmp_path: Path) -> None:
+    topic = name("replay")
+    sent = publish_to_each(nodes, topic, 2000)
+    out = tmp_path / "out"
+    checkpoint, write_ahead = tmp_path / "checkpoint", tmp_path / "write-ahead"
+    options = ("maxOffsetsPerTrigger=1500", "minPartitions=2")
+    app = subprocess.Popen(read_app(cluster, nodes, topic, out, 2, *options), env=submit_env(),
+                           start_new_session=True, stdout=subprocess.DEVNULL)
+    try:
+        # the sink is slow (2 ms a row): the slices are written well before the batch commits
+        batch, offset = wait_until(lambda: uncommitted_batch_with_its_slices_written(checkpoint, write_ahead),
+                                   timeout=SUBMIT_TIMEOUT, interval=0.05)
+        os.killpg(app.pid, signal.SIGKILL)
+        app.wait(30)
+    finally:
+        if app.poll() is None:
+            os.killpg(app.pid, signal.SIGKILL)
+    assert not (checkpoint / "commits" / str(batch)).exists()
+    first = slice_ids(write_ahead, offset["query"], batch)
+    assert len(first) == 1500
+
+    subprocess.run(read_app(cluster, nodes, topic, out, 0, *options), env=submit_env(), check=True,
+                   timeout=SUBMIT_TIMEOUT, stdout=subprocess.DEVNULL)
+
+    assert batch_ids(out, batch) == first  # the replay read the same slices
+    rows = spark.read.parquet(str(out)).select("id", "body").collect()
+    assert len(rows) == len(sent) and {r.body for r in rows} == sent  # exactly once, with no dedupe
+    assert all(drained(n, topic, "spark") for n in nodes)
