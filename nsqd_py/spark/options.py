@@ -257,9 +257,10 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """Publishing a DataFrame's `value` or `body` column to one topic."""
+    """Publishing a DataFrame's `value` or `body` column, to the topic in its `topic` column or this ``topic``."""
 
-    topic: str
+    #: for rows whose `topic` column is null, or DataFrames without one; the writer requires one of the two
+    topic: str | None = None
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     mpub_max_messages: int = 500
     mpub_max_bytes: int = 1024 * 1024
@@ -270,7 +271,7 @@ class WriteOptions:
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         opts = _lower(options)
         return cls(
-            topic=_topic(opts),
+            topic=_topic(opts) if "topic" in opts else None,
             connect=ConnectOptions.parse(opts),
             mpub_max_messages=_int(opts, "mpub_max_messages", 500, minimum=1),
             mpub_max_bytes=_int(opts, "mpub_max_bytes", 1024 * 1024, minimum=1),

@@ -1,6 +1,7 @@
 """Batch and streaming writes: every partition publishes from its executor over its own connection.
 
-Rows go out in MPUB batches, up to ``mpub_window`` of them sent ahead of nsqd's `OK`s (the next MPUB is built while
+Each row goes to the topic in its `topic` column, as in Kafka's sink, else to the `topic` option's. Rows go out in
+MPUB batches, one topic's each, up to ``mpub_window`` of them sent ahead of nsqd's `OK`s (the next MPUB is built while
 nsqd stores the previous ones), and the task ends only when every one is answered. An error frame or a connection
 broken twice raises, which fails the task, and Spark retries it. A retried task publishes its rows again, so a write
 is at-least-once, like NSQ itself. Nothing published can be taken back, so `abort` only logs.
@@ -9,9 +10,10 @@ is at-least-once, like NSQ itself. Nothing published can be taken back, so `abor
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import repeat
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -25,6 +27,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from ..client.connection import Connection
 from ..client.errors import NSQConnectionError, ProtocolError, ServerError
 from ..client.protocol import OK, Response, command, mpub_body
+from ..core.names import is_valid_name
 from .connect import open_connection
 from .discovery import all_nodes
 from .options import OptionError, WriteOptions
@@ -32,6 +35,7 @@ from .options import OptionError, WriteOptions
 log = logging.getLogger(__name__)
 
 BODY_COLUMNS = ("value", "body")
+TOPIC_COLUMN = "topic"
 
 
 def body_column(schema: StructType) -> str:
@@ -47,34 +51,96 @@ def body_column(schema: StructType) -> str:
     raise OptionError(f"format 'nsq' publishes a 'value' or 'body' column; the DataFrame has {schema.fieldNames()}")
 
 
+def topic_column(schema: StructType, default: str | None) -> str | None:
+    """The string column naming each row's topic (case-insensitive, as Kafka's); without one, ``default`` is needed."""
+    found = next((f for f in schema.fields if f.name.lower() == TOPIC_COLUMN), None)
+    if found is None:
+        if default is None:
+            raise OptionError(f"format 'nsq' needs a 'topic' option or a string 'topic' column; the DataFrame has "
+                              f"{schema.fieldNames()}")
+        return None
+    if not isinstance(found.dataType, StringType):
+        raise OptionError(f"column {found.name!r} names each row's topic and must be string, not "
+                          f"{found.dataType.simpleString()}")
+    return found.name
+
+
 @dataclass
 class Published(WriterCommitMessage):
-    """What one task published."""
+    """What one task published: messages per topic."""
 
     address: str
-    messages: int
+    counts: dict[str, int]
 
 
-def _chunks(bodies: Iterable[bytes], max_messages: int, max_bytes: int) -> Iterator[list[bytes]]:
-    """MPUB-sized groups: at most ``max_messages`` and (beyond a single message) ``max_bytes`` of payload."""
-    chunk: list[bytes] = []
-    size = 0
-    for body in bodies:
-        if chunk and (len(chunk) >= max_messages or size + len(body) + 4 > max_bytes):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(body)
-        size += len(body) + 4
-    if chunk:
-        yield chunk
+def _summary(messages: list[WriterCommitMessage | None]) -> str:
+    """The tasks' messages in all and per topic, for the log."""
+    counts: Counter[str] = Counter()
+    for message in messages:
+        if isinstance(message, Published):
+            counts.update(message.counts)
+    per_topic = ", ".join(f"{n} to {topic}" for topic, n in sorted(counts.items()))
+    return f"{counts.total()} messages ({per_topic})" if counts else "0 messages"
 
 
-def _bodies(batches: Iterable[pa.RecordBatch], column: str) -> Iterator[bytes]:
+class _Router:
+    """A row's topic: its column's value, else the default; each name is validated once, before anything is sent."""
+
+    def __init__(self, default: str | None) -> None:
+        self.default = default
+        self._valid: set[str] = set()
+
+    def __call__(self, topic: str | None) -> str:
+        if topic is None:
+            if self.default is None:
+                raise ValueError("a row's 'topic' is null and no 'topic' option gives a default")
+            return self.default
+        if topic not in self._valid:
+            if not is_valid_name(topic):
+                raise ValueError(f"a row's topic {topic!r} is not a valid NSQ topic name "
+                                 "(1-64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral)")
+            self._valid.add(topic)
+        return topic
+
+
+def _rows(batches: Iterable[pa.RecordBatch], body_col: str, topic_col: str | None,
+          route: _Router) -> Iterator[tuple[str, bytes]]:
+    """Each row's topic and body, in order."""
     for batch in batches:
-        for value in batch.column(column).to_pylist():
+        topics = batch.column(topic_col).to_pylist() if topic_col else repeat(None)
+        for topic, value in zip(topics, batch.column(body_col).to_pylist(), strict=False):
             if not value:
-                raise ValueError(f"column {column!r} holds an empty or null value: NSQ messages cannot be empty")
-            yield value.encode() if isinstance(value, str) else value
+                raise ValueError(f"column {body_col!r} holds an empty or null value: NSQ messages cannot be empty")
+            yield route(topic), value.encode() if isinstance(value, str) else value
+
+
+@dataclass
+class _Chunk:
+    """A topic's next MPUB and its payload size."""
+
+    bodies: list[bytes] = field(default_factory=list)
+    size: int = 0
+
+
+def _chunks(rows: Iterable[tuple[str, bytes]], max_messages: int,
+            max_bytes: int) -> Iterator[tuple[str, list[bytes]]]:
+    """MPUB-sized groups per topic: at most ``max_messages`` and (beyond a single message) ``max_bytes`` of payload.
+
+    Each topic fills its own chunk, which goes out when full, so rows of interleaved topics still travel in full MPUBs
+    (and in order within a topic); the partial chunks go at the end.
+    """
+    pending: dict[str, _Chunk] = {}
+    for topic, body in rows:
+        chunk = pending.get(topic)
+        if chunk is None:
+            chunk = pending[topic] = _Chunk()
+        elif len(chunk.bodies) >= max_messages or chunk.size + len(body) + 4 > max_bytes:
+            yield topic, chunk.bodies
+            chunk = pending[topic] = _Chunk()
+        chunk.bodies.append(body)
+        chunk.size += len(body) + 4
+    for topic, chunk in pending.items():
+        yield topic, chunk.bodies
 
 
 class _Publishing:
@@ -83,6 +149,7 @@ class _Publishing:
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         self.opts = opts
         self.column = body_column(schema)
+        self.topic_column = topic_column(schema, opts.topic)
 
     def _address(self) -> str:
         """Partitions spread over the nsqd nodes by partition id."""
@@ -94,17 +161,18 @@ class _Publishing:
 
     def publish(self, batches: Iterator[pa.RecordBatch]) -> Published:
         address = self._address()
-        count = 0
+        counts: Counter[str] = Counter()
+        rows = _rows(batches, self.column, self.topic_column, _Router(self.opts.topic))
         with _MPUBStream(address, self.opts) as stream:
-            for chunk in _chunks(_bodies(batches, self.column), self.opts.mpub_max_messages, self.opts.mpub_max_bytes):
-                stream.send(chunk)
-                count += len(chunk)
+            for topic, chunk in _chunks(rows, self.opts.mpub_max_messages, self.opts.mpub_max_bytes):
+                stream.send(topic, chunk)
+                counts[topic] += len(chunk)
             stream.flush()
-        return Published(address, count)
+        return Published(address, dict(counts))
 
 
 class _MPUBStream:
-    """MPUBs to one nsqd, up to ``mpub_window`` of them awaiting nsqd's answer.
+    """MPUBs to one nsqd (to any topics), up to ``mpub_window`` of them awaiting nsqd's answer.
 
     Computing the rows can take longer than nsqd waits for an idle client, so a connection found broken is replaced
     once, and the MPUBs it had not answered are sent again on the new one (they may have landed: at-least-once).
@@ -124,8 +192,8 @@ class _MPUBStream:
         if self._conn is not None:
             self._conn.close()
 
-    def send(self, chunk: list[bytes]) -> None:
-        raw = command("MPUB", self.opts.topic, body=mpub_body(chunk))
+    def send(self, topic: str, chunk: list[bytes]) -> None:
+        raw = command("MPUB", topic, body=mpub_body(chunk))
         self._unanswered.append(raw)
         self._on_connection(lambda conn: self._send(conn, raw))
         while len(self._unanswered) >= self.opts.mpub_window:
@@ -180,12 +248,10 @@ class NSQWriter(_Publishing, DataSourceArrowWriter):
         return self.publish(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        log.info("published %d messages to %s", sum(m.messages for m in messages if isinstance(m, Published)),
-                 self.opts.topic)
+        log.info("published %s", _summary(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        log.warning("write to %s failed after %d messages were published", self.opts.topic,
-                    sum(m.messages for m in messages if isinstance(m, Published)))
+        log.warning("write failed after %s were published", _summary(messages))
 
 
 class NSQStreamWriter(_Publishing, DataSourceStreamArrowWriter):
@@ -195,9 +261,8 @@ class NSQStreamWriter(_Publishing, DataSourceStreamArrowWriter):
         return self.publish(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.debug("batch %d: published %d messages to %s", batchId,
-                  sum(m.messages for m in messages if isinstance(m, Published)), self.opts.topic)
+        log.debug("batch %d: published %s", batchId, _summary(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("batch %d to %s failed after %d messages were published (the retry publishes them again)",
-                    batchId, self.opts.topic, sum(m.messages for m in messages if isinstance(m, Published)))
+        log.warning("batch %d failed after %s were published (the retry publishes them again)", batchId,
+                    _summary(messages))

@@ -65,7 +65,7 @@ def test_consumer_and_writer_find_nsqd_through_lookupd(lookupd: LookupdProcess,
     writer = NSQWriter(WriteOptions.parse({"topic": topic + "_out", "lookupd_http_addresses": lookupd.http_address}),
                        schema)
     result = writer.write(iter([pa.RecordBatch.from_pylist([{"value": "a"}, {"value": "b"}])]))
-    assert result.messages == 2 and result.address == min(n.tcp_address for n in nodes)
+    assert result.counts == {topic + "_out": 2} and result.address == min(n.tcp_address for n in nodes)
 
 
 @pytest.mark.parametrize("codec", ["snappy", "deflate"])
