@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 from collections.abc import Callable, Sequence
 
@@ -9,10 +11,22 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 
+def lag(progress: StreamingQueryProgress) -> int | None:
+    """Messages waiting in the channels of the query's format("nsq") sources, from their latestOffset (None when
+    no source reports it)."""
+    depths = []
+    for source in progress.sources:
+        with contextlib.suppress(TypeError, ValueError, KeyError):
+            depths.append(int(json.loads(source.latestOffset)["depth"]))
+    return sum(depths) if depths else None
+
+
 def format_progress(progress: StreamingQueryProgress) -> str:
     duration = progress.durationMs.get("triggerExecution", 0)
+    behind = lag(progress)
+    waiting = "" if behind is None else f", {behind} waiting in nsqd"
     return (f"[{progress.name or progress.id}] batch {progress.batchId}: {progress.numInputRows} rows, "
-            f"{progress.processedRowsPerSecond:.1f} rows/s, {duration} ms")
+            f"{progress.processedRowsPerSecond:.1f} rows/s, {duration} ms{waiting}")
 
 
 def follow(queries: Sequence[StreamingQuery], out: Callable[[str], None] = print,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import os
 import signal
 import subprocess
@@ -101,6 +102,7 @@ def test_stream_pipeline_writes_events_and_minute_counts(spark: SparkSession, ns
         wait_until(lambda topic=topic: drained(nsqd, topic, cfg.channel), timeout=10)
     progress = capsys.readouterr().out
     assert "[events] batch 0: " in progress and "rows/s" in progress and "[counts] batch 0: " in progress
+    assert re.search(r"\[events\] batch \d+: .* \d+ waiting in nsqd", progress)  # the lag, from /stats
 
 
 def test_sigkill_and_restart_keep_events_and_counts_exact(spark: SparkSession, nsqd: NsqdProcess,
