@@ -87,17 +87,16 @@ def _post(http: str, path: str, topic: str, channel: str = "") -> None:
         raise HTTPError(f"POST {resp.url} got status {resp.status_code}: {resp.text.strip()}", resp.status_code)
 
 
-def survey(connect: ConnectOptions, topics: tuple[str, ...], channel: str, fail_on_unreachable: bool,
-           ) -> list[ChannelState]:
+def survey(connect: ConnectOptions, topics: tuple[str, ...], channel: str, strict: bool) -> list[ChannelState]:
     """Every reachable nsqd's state of ``channel`` for each topic; an unreachable one is skipped with a warning, or
-    raises UnreachableError."""
+    (``strict``) raises UnreachableError."""
     states = []
     for topic in topics:
         for tcp, http in nodes(connect, topic):
             try:
                 states.append(channel_state(tcp, http, topic, channel))
             except HTTPError as err:
-                if fail_on_unreachable:
+                if strict:
                     raise UnreachableError(f"nsqd {tcp} (HTTP {http}) cannot be reached: {err}") from err
                 log.warning("nsqd %s (HTTP %s) cannot be reached, reading the others: %s", tcp, http, err)
     return states

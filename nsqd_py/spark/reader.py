@@ -83,7 +83,9 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._last_plan[1]
         store = self._store(start["query"])
         batch = int(start["batch"])
-        self._states = survey(self.opts.connect, self.opts.topics, self.opts.channel, self.opts.fail_on_unreachable)
+        # availableNow cannot tell what it has to read while an nsqd cannot be asked: it fails rather than end early
+        strict = self.opts.fail_on_unreachable or self.cutoff_ns is not None
+        self._states = survey(self.opts.connect, self.opts.topics, self.opts.channel, strict)
         if self._available_now_finished(store, batch):
             return start
         available = sum(s.depth for s in self._states)

@@ -16,7 +16,7 @@ from nsqd_py.client.connection import Connection
 from nsqd_py.client.errors import NSQConnectionError
 from nsqd_py.client.protocol import Message
 from nsqd_py.spark.options import OptionError, ReadOptions
-from nsqd_py.spark.planner import ChannelState, plan_slices
+from nsqd_py.spark.planner import ChannelState, UnreachableError, plan_slices
 from nsqd_py.spark.reader import NSQStreamReader
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask
 from nsqd_py.spark.slices import NotSharedError, SliceStore
@@ -212,3 +212,19 @@ def test_driver_plans_from_stats_and_commit_deletes_slices(nsqd: NsqdProcess, na
     assert store.batches() == [1] and store.batch_rows(1) == 100
     reader.commit(end)
     assert store.batches() == []
+
+
+def test_planning_skips_an_unreachable_nsqd_but_available_now_fails(nsqd: NsqdProcess, name: Callable[[str], str],
+                                                                    tmp_path: Path) -> None:
+    topic, gone = name("gone"), f"127.0.0.1:{free_port()}"
+    publish(nsqd, topic, bodies(10))
+    reader = NSQStreamReader(ReadOptions.parse({
+        "subscribe": topic, "channel": "c", "nsqd_tcp_addresses": f"{nsqd.tcp_address},{gone}",
+        "nsqd_http_addresses": f"{http_address(nsqd)},{gone}", "writeAheadLocation": str(tmp_path)}))
+    start = reader.initialOffset()
+    reader.latestOffset(start, reader.getDefaultReadLimit())  # creates the channel
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert [(s[1], s[3]) for s in end["slices"]] == [(nsqd.tcp_address, 10)]  # the reachable one is read
+    reader.prepareForTriggerAvailableNow()
+    with pytest.raises(UnreachableError, match=gone):
+        reader.latestOffset(end, reader.getDefaultReadLimit())

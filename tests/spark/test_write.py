@@ -13,7 +13,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, 
 from nsqd_py.client.errors import NSQConnectionError, ServerError
 from nsqd_py.spark.options import OptionError, WriteOptions
 from nsqd_py.spark.writer import Published, _chunks, _MPUBStream, _Router, _summary
-from tests.spark.util import drained, publish, topic_depth
+from tests.spark.util import drained, http_address, publish, topic_depth
 from tests.support import NsqdProcess, drain, wait_until
 
 pytestmark = pytest.mark.slow
@@ -137,7 +137,8 @@ def test_stream_bridges_one_topic_into_another(spark: SparkSession, nsqd: NsqdPr
     publish(nsqd, source, bodies)
 
     query = (spark.readStream.format("nsq").option("topic", source).option("channel", "bridge")
-             .option("nsqd_tcp_addresses", nsqd.tcp_address).option("max_messages_per_batch", "200")
+             .option("nsqd_tcp_addresses", nsqd.tcp_address).option("nsqd_http_addresses", http_address(nsqd))
+             .option("max_messages_per_batch", "200")
              .option("idle_timeout", "5s").load()
              .select("body")
              .writeStream.format("nsq").option("topic", target).option("nsqd_tcp_addresses", nsqd.tcp_address)
