@@ -2,10 +2,12 @@
 """Rows/s through the Spark "nsq" connector on local[2]: the source into Spark's no-op sink, the nsq-pipeline
 events query, and the sink.
 
-Starts an nsqd (the venv's, on free loopback ports, temp data dir) unless --nsqd-tcp-address/--nsqd-http-address
-point at one. Source: publish --messages bodies of --size bytes, then run a readStream with
+Starts --nsqd-count nsqd (the venv's, on free loopback ports, temp data dirs) unless --nsqd-tcp-address/
+--nsqd-http-address point at one. Source: publish --messages bodies of --size bytes, then run a readStream with
 trigger(availableNow=True) into format("noop") and time it (start to end, and the sum of the batches' own
-durations; every batch counts: the session keeps all progress updates, not Spark's last 100). Pipeline: the same
+durations; every batch counts: the session keeps all progress updates, not Spark's last 100), reading on the
+executors (the default) and with readMode=driver, alternating, --rounds times each, on one nsqd. Scaling: the
+executor reads by partition count (--scale-partitions), on one nsqd and with the messages spread over all. Pipeline: the same
 number of --size-byte JSON events drained by nsq-pipeline's events query (dedupe, JSON, Parquet by date/hour)
 with --available-now. Sink: spark.range(--messages) as --size-byte strings, df.write.format("nsq"), then check
 the topic depth. Live (only with --only live): the events query on its processing-time trigger while --rate
@@ -45,6 +47,7 @@ def free_port() -> int:
 
 
 def start_nsqd(workdir: Path) -> tuple[subprocess.Popen, str, str]:
+    workdir.mkdir(parents=True, exist_ok=True)
     tcp, http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen([str(Path(sys.executable).parent / "nsqd"), f"--tcp-address={tcp}",
                              f"--http-address={http}", f"--data-path={workdir}"],
@@ -91,24 +94,50 @@ def batch_stats(query: StreamingQuery, elapsed: float, verbose: bool) -> dict:
 def source_options(a: argparse.Namespace) -> dict[str, str]:
     options = dict(a.option)
     if a.batch:
-        options["max_messages_per_batch"] = str(a.batch)
+        options["maxOffsetsPerTrigger"] = str(a.batch)
     if a.partitions:
-        options["num_partitions"] = str(a.partitions)
+        options["minPartitions"] = str(a.partitions)
     return options
 
 
-def bench_source(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) -> dict:
-    topic = f"spark_bench_src_{os.getpid()}"
-    publish(tcp, topic, [b"x" * a.size] * a.messages)
-    with tempfile.TemporaryDirectory() as checkpoint:
+def read_source(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str, str]], **options: str) -> dict:
+    """--messages bodies spread over ``nodes`` ((tcp, http) pairs), drained by format("nsq") into noop."""
+    topic = f"spark_bench_src_{os.getpid()}_{time.monotonic_ns()}"
+    share = a.messages // len(nodes)
+    for tcp, _ in nodes:
+        publish(tcp, topic, [b"x" * a.size] * share)
+    with tempfile.TemporaryDirectory() as work:
         started = time.perf_counter()
         query = (spark.readStream.format("nsq").option("topic", topic).option("channel", "bench")
-                 .option("nsqd_tcp_addresses", tcp).options(**source_options(a)).load()
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .option("nsqd_tcp_addresses", ",".join(tcp for tcp, _ in nodes))
+                 .option("nsqd_http_addresses", ",".join(http for _, http in nodes))
+                 .option("writeAheadLocation", f"{work}/write-ahead").options(**{**source_options(a), **options})
+                 .load().writeStream.format("noop").option("checkpointLocation", f"{work}/checkpoint")
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         result = batch_stats(query, time.perf_counter() - started, a.verbose)
-    return {**result, "left_in_nsqd": depth(http, topic)}
+    return {**result, "left_in_nsqd": sum(depth(http, topic) for _, http in nodes)}
+
+
+def bench_source(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
+    """The default (read on the executors) and readMode=driver, alternating, --rounds times each."""
+    rounds: dict[str, list[dict]] = {"executors": [], "driver": []}
+    for mode in rounds:  # each mode's first query starts Python processes of its own: not part of the figures
+        read_source(spark, argparse.Namespace(**{**vars(a), "messages": 1000}), nodes[:1], readMode=mode)
+    for _ in range(a.rounds):
+        for mode in rounds:
+            rounds[mode].append(read_source(spark, a, nodes[:1], readMode=mode))
+    return rounds
+
+
+def bench_scaling(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
+    """Executor reads by partition count: one nsqd, then every nsqd."""
+    result = {}
+    for count in a.scale_partitions:
+        result[f"1 nsqd, {count} partitions"] = read_source(spark, a, nodes[:1], minPartitions=str(count))
+        if len(nodes) > 1:
+            result[f"{len(nodes)} nsqd, {count} partitions"] = read_source(spark, a, nodes, minPartitions=str(count))
+    return result
 
 
 def json_event(i: int, size: int) -> bytes:
@@ -116,12 +145,14 @@ def json_event(i: int, size: int) -> bytes:
     return event.replace('"pad": ""', f'"pad": "{"p" * max(0, size - len(event))}"').encode()
 
 
-def bench_pipeline(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) -> dict:
+def bench_pipeline(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
     """nsq-pipeline's events query (dedupe, JSON, Parquet by date/hour) draining the backlog."""
+    [(tcp, http), *_] = nodes
     topic = f"spark_bench_pipe_{os.getpid()}"
     publish(tcp, topic, [json_event(i, a.size) for i in range(a.messages)])
     with tempfile.TemporaryDirectory() as lake:
-        cfg = PipelineConfig(topics=(topic,), output=lake, nsqd_tcp_addresses=(tcp,), available_now=True,
+        cfg = PipelineConfig(topics=(topic,), output=lake, nsqd_tcp_addresses=(tcp,), nsqd_http_addresses=(http,),
+                             available_now=True,
                              schema="user string, amount double, ts double, pad string",
                              dedupe_window=a.dedupe_window, source_options=source_options(a))
         started = time.perf_counter()
@@ -131,12 +162,13 @@ def bench_pipeline(spark: SparkSession, a: argparse.Namespace, tcp: str, http: s
     return {**result, "left_in_nsqd": depth(http, topic)}
 
 
-def bench_live(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) -> dict:
+def bench_live(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
     """nsq-pipeline's events query at its default trigger while --rate events/s arrive for --duration seconds:
     the lag (published, not yet FINed) every second. A pipeline that keeps up has a flat lag."""
+    [(tcp, http), *_] = nodes
     topic = f"spark_bench_live_{os.getpid()}"
     with tempfile.TemporaryDirectory() as lake:
-        cfg = PipelineConfig(topics=(topic,), output=lake, nsqd_tcp_addresses=(tcp,),
+        cfg = PipelineConfig(topics=(topic,), output=lake, nsqd_tcp_addresses=(tcp,), nsqd_http_addresses=(http,),
                              schema="user string, amount double, ts double, pad string",
                              dedupe_window=a.dedupe_window, trigger=a.trigger or PipelineConfig.trigger,
                              source_options=source_options(a))
@@ -171,7 +203,8 @@ def bench_live(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) 
             "max_lag": max(lag, default=0), "catch_up_s": catch_up, "left_in_nsqd": depth(http, topic)}
 
 
-def bench_sink(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) -> dict:
+def bench_sink(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
+    [(tcp, http), *_] = nodes
     topic = f"spark_bench_sink_{os.getpid()}"
     df = (spark.range(a.messages, numPartitions=2)
           .select(F.rpad(F.col("id").cast("string"), a.size, "x").alias("value")).cache())
@@ -185,15 +218,26 @@ def bench_sink(spark: SparkSession, a: argparse.Namespace, tcp: str, http: str) 
     return {"rows": a.messages, "seconds": elapsed, "rows_per_s": a.messages / elapsed, "in_nsqd": published}
 
 
-BENCHES = {"source": bench_source, "pipeline": bench_pipeline, "live": bench_live, "sink": bench_sink}
+BENCHES = {"source": bench_source, "scaling": bench_scaling, "pipeline": bench_pipeline, "live": bench_live,
+           "sink": bench_sink}
+
+
+def print_read(label: str, r: dict) -> None:
+    print(f"{label + ':':<34} {r['rows']:>8} rows in {r['seconds']:6.1f} s = {r['rows_per_s']:9.0f} rows/s "
+          f"({r['batches']} batches; {r['rows_per_s_in_batches']:.0f} rows/s inside batches, "
+          f"{r['rows_per_s_after_first']:.0f} after the first; {r['left_in_nsqd']} left in nsqd)")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--size", type=int, default=100, help="body bytes")
-    p.add_argument("--batch", type=int, help="max_messages_per_batch (default: the source's)")
-    p.add_argument("--partitions", type=int, help="num_partitions (default: the source's); 2 write partitions")
+    p.add_argument("--batch", type=int, help="maxOffsetsPerTrigger (default: the source's)")
+    p.add_argument("--partitions", type=int, help="minPartitions (default: the source's); 2 write partitions")
+    p.add_argument("--rounds", type=int, default=2, help="source: rounds of each read mode, alternating")
+    p.add_argument("--nsqd-count", type=int, default=2, help="nsqd to start (scaling spreads the messages)")
+    p.add_argument("--scale-partitions", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2, 4],
+                   help="scaling: partition counts (default 1,2,4)")
     p.add_argument("--option", type=lambda kv: tuple(kv.split("=", 1)), action="append", default=[],
                    metavar="KEY=VALUE", help="another source (or, with --only sink, sink) option (repeatable)")
     p.add_argument("--master", default="local[2]")
@@ -208,12 +252,13 @@ def main() -> None:
     p.add_argument("--verbose", action="store_true", help="print every batch's phase durations (stderr)")
     a = p.parse_args()
 
-    nsqd = None
+    servers = []
     workdir = tempfile.TemporaryDirectory()
     if a.nsqd_tcp_address and a.nsqd_http_address:
-        tcp, http = a.nsqd_tcp_address, a.nsqd_http_address
+        nodes = [(a.nsqd_tcp_address, a.nsqd_http_address)]
     else:
-        nsqd, tcp, http = start_nsqd(Path(workdir.name))
+        servers = [start_nsqd(Path(workdir.name) / str(i)) for i in range(a.nsqd_count)]
+        nodes = [(tcp, http) for _, tcp, http in servers]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(a.master).appName("bench_spark").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
@@ -226,26 +271,27 @@ def main() -> None:
         spark.range(10).count()  # JVM and Python workers warm
         result: dict = {"messages": a.messages, "size": a.size, "batch": a.batch, "master": a.master,
                         "load": os.getloadavg()[0]}
-        for bench in a.only or ("source", "pipeline", "sink"):
-            result[bench] = BENCHES[bench](spark, a, tcp, http)
+        for bench in a.only or ("source", "scaling", "pipeline", "sink"):
+            result[bench] = BENCHES[bench](spark, a, nodes)
     finally:
         spark.stop()
-        if nsqd is not None:
-            nsqd.terminate()
-            nsqd.wait(30)
+        for proc, _, _ in servers:
+            proc.terminate()
+            proc.wait(30)
         workdir.cleanup()
     if a.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{a.messages} messages of {a.size} B, max_messages_per_batch={a.batch or 'default'}, "
-          f"num_partitions={a.partitions or 'default'}, {dict(a.option)}, {a.master}, "
+    print(f"{a.messages} messages of {a.size} B, maxOffsetsPerTrigger={a.batch or 'default'}, "
+          f"minPartitions={a.partitions or 'default'}, {dict(a.option)}, {a.master}, "
           f"load {result['load']:.2f} -> {os.getloadavg()[0]:.2f}")
-    for bench in ("source", "pipeline"):
-        if bench in result:
-            r = result[bench]
-            print(f"{bench + ' ->':<11}: {r['rows']:>8} rows in {r['seconds']:6.1f} s = {r['rows_per_s']:9.0f} rows/s "
-                  f"({r['batches']} batches; {r['rows_per_s_in_batches']:.0f} rows/s inside batches, "
-                  f"{r['rows_per_s_after_first']:.0f} after the first; {r['left_in_nsqd']} left in nsqd)")
+    for mode, rounds in result.get("source", {}).items():
+        for i, r in enumerate(rounds):
+            print_read(f"source, {mode}, round {i + 1}", r)
+    for label, r in result.get("scaling", {}).items():
+        print_read(f"scaling, {label}", r)
+    if "pipeline" in result:
+        print_read("pipeline", result["pipeline"])
     if "live" in result:
         live = result["live"]
         print(f"live       : {live['published']} events at {live['publish_rate']:.0f}/s: lag every 10 s "
