@@ -2,12 +2,12 @@
 
     from nsqd_py.spark import register
     register(spark)
-    spark.readStream.format("nsq").option("topic", "events").option("channel", "spark") \\
+    spark.readStream.format("nsq").option("subscribe", "events").option("channel", "spark") \\
         .option("nsqd_tcp_addresses", "127.0.0.1:4150").load()
 
-Reads are at-least-once: a message is FINed only after Spark committed the micro-batch holding it;
-`stop_gracefully(query, [(topic, channel)])` stops a query without leaving its last batch to be redelivered.
-See docs/spark.md for the options and the semantics.
+The driver plans each micro-batch as slices and executor tasks read them, publishing each slice to a write-ahead
+location before they FIN its messages, so a batch Spark runs again has the same rows (reader.py); readMode=driver
+keeps the earlier driver-side reader (driver_reader.py). See docs/spark.md for the options and the semantics.
 """
 
 from .control import stop_gracefully
