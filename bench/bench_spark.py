@@ -7,10 +7,10 @@ Starts --nsqd-count nsqd (the venv's, on free loopback ports, temp data dirs) un
 trigger(availableNow=True) into format("noop") and time it (start to end, and the sum of the batches' own
 durations; every batch counts: the session keeps all progress updates, not Spark's last 100), reading on the
 executors (the default) and with readMode=driver, alternating, --rounds times each, on one nsqd. Scaling: the
-executor reads by partition count (--scale-partitions), on one nsqd and with the messages spread over all. Pipeline: the same
-number of --size-byte JSON events drained by nsq-pipeline's events query (dedupe, JSON, Parquet by date/hour)
-with --available-now. Sink: spark.range(--messages) as --size-byte strings, df.write.format("nsq"), then check
-the topic depth. Live (only with --only live): the events query on its processing-time trigger while --rate
+executor reads by partition count (--scale-partitions), on one nsqd and with the messages spread over all.
+Pipeline: the same number of --size-byte JSON events drained by nsq-pipeline's events query (dedupe, JSON, Parquet
+by date/hour) with --available-now. Sink: spark.range(--messages) as --size-byte strings, df.write.format("nsq"),
+then check the topic depth. Live (only with --only live): the events query on its processing-time trigger while --rate
 events/s are published for --duration seconds, with the lag every second. Prints a table; --json prints the
 numbers; --only picks some.
 

@@ -121,7 +121,10 @@ class _Subscription:
     def requeue(self, messages: list[Message]) -> None:
         """Hand back a chunk this attempt could not publish (RDY 0 first: the next chunk may come from storage)."""
         if self.conn is not None and messages:
-            self.conn.send(command("RDY", "0") + id_commands("REQ", [m.id for m in messages], "0"))
+            try:
+                self.conn.send(command("RDY", "0") + id_commands("REQ", [m.id for m in messages], "0"))
+            except NSQConnectionError:  # nsqd requeues them after msg_timeout
+                self.close()
 
     def dead_letter(self, messages: list[Message]) -> None:
         """Publish to the dead-letter topic, then FIN: a message over maxAttempts stops failing batches."""
@@ -206,7 +209,8 @@ class SliceTask:
 
     def _published(self, number: int) -> pa.Table:
         table = self.slice.read(number)
-        assert table is not None, f"chunk {number} of {self.slice.directory} vanished"
+        if table is None:  # published a moment ago: only a deletion from outside removes it
+            raise FileNotFoundError(f"chunk {number} of {self.slice.directory} vanished from the write-ahead location")
         return table
 
     def _take(self, limit: int, max_bytes: int) -> list[Message]:
@@ -216,11 +220,12 @@ class SliceTask:
         except (NSQError, OSError) as err:
             return self._unreachable(err)
         self.done_reading = quiet or len(messages) >= self._remaining()[0]
-        dead = [m for m in messages if self.opts.max_attempts and m.attempts > self.opts.max_attempts]
+        if not self.opts.max_attempts:
+            return messages
+        dead = [m for m in messages if m.attempts > self.opts.max_attempts]
         if dead:
             self.subscription.dead_letter(dead)
-            messages = [m for m in messages if not (self.opts.max_attempts and m.attempts > self.opts.max_attempts)]
-        return messages
+        return [m for m in messages if m.attempts <= self.opts.max_attempts]
 
     def _unreachable(self, err: Exception) -> list[Message]:
         """nsqd went away mid-slice: what it delivered unpublished comes back after msg_timeout. The slice ends here

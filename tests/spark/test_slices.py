@@ -228,3 +228,33 @@ def test_planning_skips_an_unreachable_nsqd_but_available_now_fails(nsqd: NsqdPr
     reader.prepareForTriggerAvailableNow()
     with pytest.raises(UnreachableError, match=gone):
         reader.latestOffset(end, reader.getDefaultReadLimit())
+
+
+def test_min_offsets_wait_for_more_until_the_max_trigger_delay(nsqd: NsqdProcess, name: Callable[[str], str],
+                                                               tmp_path: Path) -> None:
+    topic = name("min")
+    reader = NSQStreamReader(options(nsqd, topic, writeAheadLocation=str(tmp_path), minOffsetsPerTrigger="10",
+                                     maxTriggerDelay="1s"))
+    start = reader.initialOffset()
+    reader.latestOffset(start, reader.getDefaultReadLimit())  # creates the channel
+    publish(nsqd, topic, bodies(5))
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # 5 < 10: wait
+    publish(nsqd, topic, bodies(5, "more"))
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert sum(s[3] for s in end["slices"]) == 10
+    assert len([row for part in reader.partitions(start, end) for row in rows(list(reader.read(part)))]) == 10
+    publish(nsqd, topic, bodies(5, "late"))
+    assert reader.latestOffset(end, reader.getDefaultReadLimit()) == end  # waits again, from this batch on
+    time.sleep(1.1)
+    assert sum(s[3] for s in reader.latestOffset(end, reader.getDefaultReadLimit())["slices"]) == 5  # delay over
+
+
+def test_a_slice_stops_at_its_byte_quota(nsqd: NsqdProcess, name: Callable[[str], str], tmp_path: Path) -> None:
+    topic = name("bytes")
+    publish(nsqd, topic, [b"x" * 100] * 50)
+    task_plan = SlicePlan(str(tmp_path), "q1", 1, topic, nsqd.tcp_address, 0, quota=50, byte_quota=1000)
+    SliceStore(str(tmp_path), "q1").mark()
+    got = rows(list(SliceTask(task_plan, options(nsqd, topic), None).run()))
+    assert len(got) == 10  # 10 bodies of 100 bytes
+    wait_until(lambda: channel_stats(nsqd, topic, "c")["in_flight_count"] == 0)
+    assert channel_stats(nsqd, topic, "c")["depth"] == 40
