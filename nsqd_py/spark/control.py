@@ -1,6 +1,7 @@
-"""A clean stop for streaming reads: before the query stops, its readers drain.
+"""A clean stop for streaming reads: the running micro-batch finishes, and driver-mode readers drain first.
 
-Spark commits a micro-batch to the source only when it plans the next one, and ends the reader's process when the
+Reading on the executors (the default), nothing is held between batches: stopping between them is clean, and a batch
+stopped midway is replayed from its slices. In readMode=driver, Spark commits a micro-batch to the source only when it plans the next one, and ends the reader's process when the
 query stops, so `query.stop()` alone leaves the last batch unFINed: nsqd redelivers it after msg_timeout and it is
 processed twice. `stop_gracefully` first asks every reader of the query to drain: a draining reader takes no new
 messages and hands back (REQ) what it buffered, and reports one more, empty, batch so that Spark commits (FIN) the
@@ -106,7 +107,8 @@ def stop_gracefully(query: StreamingQuery, sources: Iterable[tuple[str, str]], t
     """Drain the readers of ``query`` (its format("nsq") sources as (topic, channel) pairs), then stop it.
 
     Returns whether every reader drained within ``timeout`` (the query is stopped either way). Draining takes up to
-    one trigger interval plus the batch running at the time. A reader that has not started has nothing to drain.
+    one trigger interval plus the batch running at the time. A reader that has not started, or that reads on the
+    executors (it listens on no socket), has nothing to drain.
     """
     deadline = time.monotonic() + timeout
     waiting: list[socket.socket] = []
