@@ -1,11 +1,11 @@
 """A clean stop for streaming reads: the running micro-batch finishes, and driver-mode readers drain first.
 
 Reading on the executors (the default), nothing is held between batches: stopping between them is clean, and a batch
-stopped midway is replayed from its slices. In readMode=driver, Spark commits a micro-batch to the source only when it plans the next one, and ends the reader's process when the
-query stops, so `query.stop()` alone leaves the last batch unFINed: nsqd redelivers it after msg_timeout and it is
-processed twice. `stop_gracefully` first asks every reader of the query to drain: a draining reader takes no new
-messages and hands back (REQ) what it buffered, and reports one more, empty, batch so that Spark commits (FIN) the
-last one. Once nothing is unsettled, the query is stopped.
+stopped midway is replayed from its slices. In readMode=driver, Spark commits a micro-batch to the source only when it
+plans the next one, and ends the reader's process when the query stops, so `query.stop()` alone leaves the last batch
+unFINed: nsqd redelivers it after msg_timeout and it is processed twice. `stop_gracefully` first asks every such
+reader to drain: a draining reader takes no new messages and hands back (REQ) what it buffered, and reports one more,
+empty, batch so that Spark commits (FIN) the last one. Once nothing is unsettled, the query is stopped.
 
 The reader runs in a Python process started by the driver's JVM, on the host where the query was started; it
 listens on a Unix socket named after its topic and channel (one reading query per channel, as for any consumer).
