@@ -1,8 +1,12 @@
-"""Streaming reads through format("nsq") on local[2] against a real nsqd: exactly the published messages reach the
-sink, a failed batch and a stopped query lose nothing, and the channel ends empty with nothing in flight."""
+"""Streaming reads through format("nsq") on local[2] against a real nsqd, on the executors (the default) and, where
+the test says so, with readMode=driver: exactly the published messages reach the sink, a failed batch and a stopped
+query lose nothing, and the channel ends empty with nothing in flight."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,22 +21,33 @@ from tests.support import NsqdProcess, wait_until
 pytestmark = pytest.mark.slow
 
 
-def nsq_stream(spark: SparkSession, nsqd: NsqdProcess, topic: str, channel: str, **options: object) -> DataFrame:
+def nsq_stream(spark: SparkSession, nsqd: NsqdProcess, topic: str, channel: str, write_ahead: Path | None,
+               **options: object) -> DataFrame:
+    """``write_ahead`` None leaves the default location (``nsq-write-ahead`` in the working directory)."""
     reader = (spark.readStream.format("nsq").option("topic", topic).option("channel", channel)
               .option("nsqd_tcp_addresses", nsqd.tcp_address).option("nsqd_http_addresses", http_address(nsqd)))
-    # availableNow ends after idle_timeout without a message: wider than the default 2 s for a loaded CI machine
+    if write_ahead is not None:
+        reader = reader.option("writeAheadLocation", str(write_ahead))
+    # readMode=driver: availableNow ends after idle_timeout without a message: wider than 2 s for a loaded CI machine
     for key, value in {"idle_timeout": "5s", **options}.items():
         reader = reader.option(key, str(value))
     return reader.load()
 
 
-def test_stream_delivers_every_message_once(spark: SparkSession, nsqd: NsqdProcess,
-                                            name: Callable[[str], str], tmp_path: Path) -> None:
+def query_id(checkpoint: Path) -> str:
+    """The source's query id, from the first offset in Spark's offset log."""
+    return json.loads((checkpoint / "offsets" / "0").read_text().splitlines()[2])["query"]
+
+
+@pytest.mark.parametrize("mode", ["executors", "driver"])
+def test_stream_delivers_every_message_once(spark: SparkSession, nsqd: NsqdProcess, name: Callable[[str], str],
+                                            tmp_path: Path, mode: str) -> None:
     topic, channel, count = name("read"), "spark", 500
     bodies = [f"message {i}\nwith a newline".encode() for i in range(count)]
     publish(nsqd, topic, bodies)
 
-    query = (nsq_stream(spark, nsqd, topic, channel, max_messages_per_batch=250).writeStream.format("parquet")
+    query = (nsq_stream(spark, nsqd, topic, channel, None, max_messages_per_batch=250, readMode=mode)
+             .writeStream.format("parquet")
              .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "checkpoint"))
              .trigger(availableNow=True).start())
     assert query.awaitTermination(180)
@@ -44,9 +59,15 @@ def test_stream_delivers_every_message_once(spark: SparkSession, nsqd: NsqdProce
     assert sorted(r.body for r in rows) == sorted(bodies)
     assert {(r.topic, r.channel, r.nsqd_address, r.attempts) for r in rows} == {(topic, channel, nsqd.tcp_address, 1)}
     assert all(len(r.id) == 16 and r.timestamp is not None for r in rows)
-    # the last batch was committed by an empty batch, so everything is FINed
+    # everything is FINed (in driver mode the last batch was committed by an empty batch)
     wait_until(lambda: drained(nsqd, topic, channel), timeout=10)
     assert channel_stats(nsqd, topic, channel)["message_count"] == count
+    if mode == "executors":  # the default location needs no configuration: the working directory
+        slices = Path("nsq-write-ahead", query_id(tmp_path / "checkpoint"))
+        assert (slices / "_query").is_file()
+        shutil.rmtree(slices)
+        with contextlib.suppress(OSError):  # left to other queries, if any
+            slices.parent.rmdir()
 
 
 def test_failed_batch_is_redelivered_after_restart(spark: SparkSession, nsqd: NsqdProcess,
@@ -66,7 +87,8 @@ def test_failed_batch_is_redelivered_after_restart(spark: SparkSession, nsqd: Ns
         seen.extend(got)
 
     def run() -> None:
-        (nsq_stream(spark, nsqd, topic, channel, max_messages_per_batch=100, msg_timeout="3s")
+        (nsq_stream(spark, nsqd, topic, channel, tmp_path / "write-ahead", max_messages_per_batch=100,
+                    msg_timeout="3s")
          .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
          .trigger(availableNow=True).start().awaitTermination(180))
 
@@ -93,7 +115,8 @@ def test_stopped_query_resumes_from_its_checkpoint(spark: SparkSession, nsqd: Ns
         seen.extend(r.body for r in df.select("body").collect())
 
     def start(**trigger: object):
-        return (nsq_stream(spark, nsqd, topic, channel, max_messages_per_batch=batch, msg_timeout="3s")
+        return (nsq_stream(spark, nsqd, topic, channel, tmp_path / "write-ahead", max_messages_per_batch=batch,
+                           msg_timeout="3s")
                 .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
                 .trigger(**trigger).start())
 
@@ -112,16 +135,18 @@ def test_stopped_query_resumes_from_its_checkpoint(spark: SparkSession, nsqd: Ns
     wait_until(lambda: drained(nsqd, topic, channel), timeout=10)
 
 
+@pytest.mark.parametrize("mode", ["executors", "driver"])
 def test_clean_stop_commits_the_last_batch_and_hands_back_the_rest(spark: SparkSession, nsqd: NsqdProcess,
                                                                    name: Callable[[str], str],
-                                                                   tmp_path: Path) -> None:
+                                                                   tmp_path: Path, mode: str) -> None:
     topic, channel, count = name("clean"), "spark", 1000
     bodies = [f"event-{i}".encode() for i in range(count)]
     publish(nsqd, topic, bodies)
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
 
     def start(**trigger: object):
-        return (nsq_stream(spark, nsqd, topic, channel, max_messages_per_batch=300, msg_timeout="3s")
+        return (nsq_stream(spark, nsqd, topic, channel, tmp_path / "write-ahead", max_messages_per_batch=300,
+                           msg_timeout="3s", readMode=mode)
                 .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
                 .trigger(**trigger).start())
 
@@ -133,7 +158,7 @@ def test_clean_stop_commits_the_last_batch_and_hands_back_the_rest(spark: SparkS
 
     stats = channel_stats(nsqd, topic, channel)
     stored = spark.read.parquet(out).count()
-    # what was written is FINed, the reader's buffer is back in the channel: nothing left to redeliver
+    # what was written is FINed, a driver-mode reader's buffer is back in the channel: nothing left to redeliver
     assert stats["in_flight_count"] == 0 and stats["timeout_count"] == 0
     assert 0 < stored < count and stored + stats["depth"] == count
 

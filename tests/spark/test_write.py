@@ -138,7 +138,7 @@ def test_stream_bridges_one_topic_into_another(spark: SparkSession, nsqd: NsqdPr
 
     query = (spark.readStream.format("nsq").option("topic", source).option("channel", "bridge")
              .option("nsqd_tcp_addresses", nsqd.tcp_address).option("nsqd_http_addresses", http_address(nsqd))
-             .option("max_messages_per_batch", "200")
+             .option("max_messages_per_batch", "200").option("writeAheadLocation", str(tmp_path / "write-ahead"))
              .option("idle_timeout", "5s").load()
              .select("body")
              .writeStream.format("nsq").option("topic", target).option("nsqd_tcp_addresses", nsqd.tcp_address)
