@@ -112,6 +112,8 @@ def _shares(total: int, weights: list[int], minimum: int = 0) -> list[int]:
     by_remainder = sorted(range(len(weights)), key=lambda i: exact[i] - int(exact[i]), reverse=True)
     for i in by_remainder[: max(0, total - sum(shares))]:
         shares[i] += 1
+    while sum(shares) > total and max(shares) > minimum:  # the minimums overshot: the largest give back
+        shares[shares.index(max(shares))] -= 1
     return shares
 
 

@@ -88,6 +88,8 @@ def test_plan_splits_rows_by_depth_and_partitions_by_share() -> None:
     assert all(s.byte_quota == 250 for s in capped)
     assert plan_slices(states, 2, None, 8) == plan_slices(states, 2, None, 2)  # never a partition without rows
     assert plan_slices([ChannelState("t", "a:1", 0)], None, None, 3) == []
+    skewed = [ChannelState("t", "a:1", 1000), ChannelState("t", "b:1", 1), ChannelState("t", "c:1", 1)]
+    assert [s.quota for s in plan_slices(skewed, 10, None, None)] == [8, 1, 1]  # every nsqd, never past the limit
 
 
 def test_a_task_publishes_its_slice_and_a_replay_reads_it_back(nsqd: NsqdProcess, name: Callable[[str], str],
