@@ -1,9 +1,9 @@
 """The streaming reader: the driver plans, the executors read (the default, `readMode=executors`).
 
 Each trigger the driver reads the channels' depth from nsqd's `/stats` and turns it into slices: which nsqd, which
-topic, how many rows (planner.py). The plan is the offset, `{"query", "batch", "slices", "cutoff"}`, so Spark's
-offset log keeps it, and a batch Spark runs again after a failure or a driver restart has the same slices. Executor
-tasks read them (slice_task.py): from the write-ahead location when an attempt already published them, otherwise
+topic, how many rows (planner.py). The plan is the offset, `{"query", "batch", "slices", "cutoff", "location"}`, so
+Spark's offset log keeps it, and a batch Spark runs again after a failure or a driver restart has the same slices.
+Executor tasks read them (slice_task.py): from the write-ahead location when an attempt already published them, otherwise
 from nsqd, publishing before they FIN. `commit` deletes the slices of committed batches.
 """
 
@@ -40,8 +40,11 @@ class SlicePartition(InputPartition):
         self.cutoff_ns = cutoff_ns
 
 
-def _offset(query: str, batch: int, slices: list[SliceSpec], cutoff_ns: int | None) -> dict:
-    return {"query": query, "batch": batch, "slices": [s.encode() for s in slices], "cutoff": cutoff_ns}
+def _offset(query: str, batch: int, slices: list[SliceSpec], cutoff_ns: int | None, location: str) -> dict:
+    """The location is in the offset too: a batch replayed after a restart finds its slices even if the option or the
+    driver's working directory changed meanwhile."""
+    return {"query": query, "batch": batch, "slices": [s.encode() for s in slices], "cutoff": cutoff_ns,
+            "location": location}
 
 
 class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -57,7 +60,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now_batches: set[int] = set()
         #: rows in the batches committed so far (counted before their slices go)
         self._committed_rows: dict[int, int] = {}
-        self._marked: set[str] = set()
+        self._marked: set[tuple[str, str]] = set()
         self._last_plan: tuple[dict, dict] | None = None
         self._last_batch_at = time.monotonic()
         self._states: list[ChannelState] = []
@@ -65,7 +68,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- planning (driver) --------------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        return _offset(uuid.uuid4().hex, 0, [], None)
+        return _offset(uuid.uuid4().hex, 0, [], None, self.location)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is None:
@@ -81,7 +84,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                              "with a new checkpoint location")
         if self._last_plan is not None and self._last_plan[0] == start:  # asked again: the same answer
             return self._last_plan[1]
-        store = self._store(start["query"])
+        store = self._store(start.get("location", self.location), start["query"])
         batch = int(start["batch"])
         # availableNow cannot tell what it has to read while an nsqd cannot be asked: it fails rather than end early
         strict = self.opts.fail_on_unreachable or self.cutoff_ns is not None
@@ -93,18 +96,18 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         slices = plan_slices(self._states, max_rows, self.opts.max_bytes_per_trigger, self.opts.min_partitions)
-        end = _offset(start["query"], batch + 1, slices, self.cutoff_ns)
+        end = _offset(start["query"], batch + 1, slices, self.cutoff_ns, self.location)
         if self.cutoff_ns is not None:
             self._available_now_batches.add(batch + 1)
         self._last_plan = (start, end)
         self._last_batch_at = time.monotonic()
         return end
 
-    def _store(self, query: str) -> SliceStore:
-        store = SliceStore(self.location, query)
-        if query not in self._marked:
+    def _store(self, location: str, query: str) -> SliceStore:
+        store = SliceStore(location, query)
+        if (location, query) not in self._marked:
             store.mark()
-            self._marked.add(query)
+            self._marked.add((location, query))
         return store
 
     def _available_now_finished(self, store: SliceStore, batch: int) -> bool:
@@ -134,15 +137,16 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[SlicePartition]:
         if int(end["batch"]) == int(start.get("batch", -1)):
             return []
-        cutoff = end.get("cutoff")
-        return [SlicePartition(SlicePlan(self.location, end["query"], int(end["batch"]), spec.topic, spec.nsqd,
+        cutoff, location = end.get("cutoff"), end.get("location", self.location)
+        self._store(location, end["query"])  # a replay after a restart: the executors check for the marker
+        return [SlicePartition(SlicePlan(location, end["query"], int(end["batch"]), spec.topic, spec.nsqd,
                                          spec.index, spec.quota, spec.byte_quota), cutoff)
                 for spec in map(SliceSpec.decode, end["slices"])]
 
     def commit(self, end: dict) -> None:
         if "query" not in end:
             return
-        store = self._store(end["query"])
+        store = self._store(end.get("location", self.location), end["query"])
         batch = int(end["batch"])
         if batch in self._available_now_batches:
             self._committed_rows[batch] = store.batch_rows(batch) or 0
