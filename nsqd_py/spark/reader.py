@@ -3,8 +3,8 @@
 Each trigger the driver reads the channels' depth from nsqd's `/stats` and turns it into slices: which nsqd, which
 topic, how many rows (planner.py). The plan is the offset, `{"query", "batch", "slices", "cutoff", "location"}`, so
 Spark's offset log keeps it, and a batch Spark runs again after a failure or a driver restart has the same slices.
-Executor tasks read them (slice_task.py): from the write-ahead location when an attempt already published them, otherwise
-from nsqd, publishing before they FIN. `commit` deletes the slices of committed batches.
+Executor tasks read them (slice_task.py): from the write-ahead location when an attempt already published them,
+otherwise from nsqd, publishing before they FIN. `commit` deletes the slices of committed batches.
 """
 
 from __future__ import annotations
