@@ -13,9 +13,10 @@ Positions are ``(file number, byte offset)``. Three of them matter:
   handed out is acked). The meta file stores this one, so Go or we redeliver what was in flight.
 
 ``read_one``, ``ack`` and ``depth`` never yield to the gevent hub. ``sync``, ``empty``, ``close`` and ``delete`` do,
-and so does ``put`` when it waits for its fsync (sync_every=1, or a file roll); other syncs (sync_every, acks, the
-sync-timeout timer) run in a background greenlet. All fsyncs, the meta rewrite and file removals run in one trip to
-gevent's thread pool, so the event loop keeps serving while the disk works.
+and so does ``put`` when it waits for its fsync (sync_every=1 without a group commit, or a file roll); with a
+:class:`GroupCommit` a put only joins the next group round, which the publisher waits for. Other syncs (sync_every,
+acks, the sync-timeout timer) run in a background greenlet. All fsyncs, the meta rewrite and file removals run in one
+trip to gevent's thread pool, so the event loop keeps serving while the disk works.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gevent.event import Event
 from nsqd_py.log import Logger
 
 from .errors import BackendError
+from .group_commit import GroupCommit
 
 __all__ = ["DiskQueue", "DummyBackend"]
 
@@ -142,7 +144,7 @@ class DiskQueue:
 
     def __init__(self, name: str, data_path: str, max_bytes_per_file: int, min_msg_size: int, max_msg_size: int,
                  sync_every: int, sync_timeout_ns: int, logger: Logger,
-                 before_sync: Callable[[], None] | None = None) -> None:
+                 before_sync: Callable[[], None] | None = None, group: GroupCommit | None = None) -> None:
         self.name = name
         self._data_path = data_path
         self._max_bytes = max_bytes_per_file
@@ -152,6 +154,7 @@ class DiskQueue:
         self._sync_timeout = sync_timeout_ns / 1e9
         self._log = logger
         self._before_sync = before_sync
+        self._group = group  # with sync_every=1: puts are made durable by its rounds, not one by one
         self._prefix = os.path.join(data_path, f"{name}.diskqueue.")
         self._meta_path = self._prefix + "meta.dat"
 
@@ -307,7 +310,8 @@ class DiskQueue:
     # ---- writing --------------------------------------------------------------------------------
 
     def put(self, data: bytes) -> None:
-        """Append one record; with sync_every=1 it is fsynced before this returns. Raises BackendError."""
+        """Append one record; with sync_every=1 it is fsynced before this returns, or (with a group commit) by the
+        group's next round. Raises BackendError."""
         if self._closed:
             raise BackendError("exiting")
         size = len(data)
@@ -333,7 +337,9 @@ class DiskQueue:
         self._unread += 1
         self._changes += 1
         self._count += 1
-        if rolled or self._sync_every == 1:
+        if self._group is not None:
+            self._group.written(self)  # the publisher waits for the round that syncs this (and the roll)
+        elif rolled or self._sync_every == 1:
             self.sync()  # the caller's OK must mean "on disk"; Go also returns a sync error at roll
         elif self._count >= self._sync_every:
             self._sync_soon()  # like Go, a failure of this periodic sync is only logged

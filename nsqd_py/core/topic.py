@@ -102,10 +102,13 @@ class Topic:
         """Accept published bodies as new messages (consecutive ids, one timestamp).
 
         ExitingError while closing, BackendError when a disk write fails (like nsqd, the
-        messages before the failing one stay accepted).
+        messages before the failing one stay accepted). With --sync-every=1 it returns once the
+        fsync round covering every message it wrote to disk has returned.
         """
         if self.exiting:
             raise ExitingError()
+        group = self._nsqd.group_commit
+        writes = group.writes if group is not None else 0
         timestamp: Any = time.time_ns()  # boxed once for all the messages (see Parked)
         delay: Any = deferred
         parked: list[Parked] = [(msg_id, body, timestamp, 0, delay, None)
@@ -117,6 +120,12 @@ class Topic:
             self._enqueue_all(parked)
         self.message_count += len(bodies)
         self.message_bytes += sum(len(body) for body in bodies)
+        if group is not None and group.writes != writes:
+            try:
+                group.wait()
+            except BackendError as err:
+                self._nsqd.set_health(err)
+                raise
 
     def _enqueue_all(self, parked: list[Parked]) -> None:
         try:
