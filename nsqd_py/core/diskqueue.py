@@ -95,6 +95,15 @@ def _persist_in_pool(*args: Any) -> tuple[list[str], OSError | None]:
         return [], err
 
 
+def _fdatasync_in_pool(fd: int) -> OSError | None:
+    """fdatasync for a pool thread; a failure comes back as a value (see _persist_in_pool)."""
+    try:
+        os.fdatasync(fd)
+    except OSError as err:
+        return err
+    return None
+
+
 def _persist(fsync_fds: list[int], dir_path: str | None, meta_path: str, meta: bytes,
              release: list[tuple[str, str | None]]) -> list[str]:
     """The blocking part of a sync, run in a worker thread; returns errors from releasing files.
@@ -177,6 +186,9 @@ class DiskQueue:
         self._changes = 0  # bumped by every change the meta file should reflect
         self._synced = -1  # _changes as of the last successful sync (-1: meta never written by us)
         self._count = 0  # puts + acks since the last sync
+        self._puts = 0  # records put so far
+        self._durable_puts = 0  # _puts as of the last fsync that returned (data only or with the meta file)
+        self._meta_wfile = -1  # writeFileNum in the meta file we last wrote (-1: none yet)
         self._syncing: Event | None = None  # set while a sync (or empty/close) runs; it owns the descriptors then
         self._timer: gevent.Greenlet | None = None
         self._background: gevent.Greenlet | None = None  # a sync started by sync_every or an ack
@@ -337,6 +349,7 @@ class DiskQueue:
         self._unread += 1
         self._changes += 1
         self._count += 1
+        self._puts += 1
         if self._group is not None:
             self._group.written(self)  # the publisher waits for the round that syncs this (and the roll)
         elif rolled or self._sync_every == 1:
@@ -571,6 +584,32 @@ class DiskQueue:
                 gevent.sleep(0)
                 self._sync_now()
 
+    def sync_data(self) -> None:
+        """Make every record put so far durable, the cheap way when it is enough: one fdatasync of the write file.
+
+        A crash then leaves records past the meta file's writePos, which Go nsqd and we both read back (the write
+        file is read to its real end). That holds only while the meta file names the current write file and its
+        directory entry is durable, so after a roll, a new file or before our first meta write this is a full sync.
+        The meta file itself catches up with the next full sync (sync-timeout timer, acks, close). Raises
+        BackendError.
+        """
+        target = self._puts
+        while self._durable_puts < target and not self._shut and not self._closed:
+            if self._syncing is not None:
+                self._syncing.wait()
+                continue
+            if self._meta_wfile != self._wfile or self._old_wfds or self._dir_dirty or self._wfd is None:
+                self.sync()
+                continue
+            with self._exclusive():
+                puts, fd = self._puts, self._wfd
+                failure = gevent.get_hub().threadpool.apply(_fdatasync_in_pool, (fd,))
+                if failure is not None:
+                    raise BackendError(f"failed to sync {self._file_name(self._wfile)} - {failure}")
+                self._durable_puts = max(self._durable_puts, puts)
+        if self._timer is None and self._synced < self._changes:
+            self._arm_timer()
+
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
         """Run a sync, empty or close alone; everyone waiting for it wakes at once when it ends."""
@@ -590,7 +629,7 @@ class DiskQueue:
         persisted read position never passes a record that is not durable elsewhere. Records written while the
         fsync runs are simply not named by this meta file yet.
         """
-        changes = self._changes
+        changes, puts, wfile = self._changes, self._puts, self._wfile
         self._count = 0
         pending = self._pending
         if pending:
@@ -625,6 +664,8 @@ class DiskQueue:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._synced = changes
+        self._durable_puts = max(self._durable_puts, puts)
+        self._meta_wfile = wfile
         if pfile > self._lowest:
             self._bad.difference_update(range(self._lowest, pfile))
             self._lowest = pfile

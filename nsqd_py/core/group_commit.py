@@ -19,7 +19,7 @@ __all__ = ["GroupCommit"]
 
 
 class Syncable(Protocol):
-    def sync(self) -> None: ...
+    def sync_data(self) -> None: ...
 
 
 class _Round:
@@ -80,11 +80,11 @@ def _sync_all(queues: list[Syncable]) -> str | None:
     """Sync the queues side by side (each sync spends its time in the thread pool); the first error, if any."""
     if len(queues) == 1:
         try:
-            queues[0].sync()
+            queues[0].sync_data()
         except BackendError as err:
             return str(err)
         return None
-    syncs = [gevent.spawn(queue.sync) for queue in queues]
+    syncs = [gevent.spawn(queue.sync_data) for queue in queues]
     gevent.joinall(syncs)
     for done in syncs:
         if done.exception is not None:
