@@ -36,7 +36,7 @@ class _Round:
 class GroupCommit:
     """Collects written queues and syncs them in rounds, one round at a time, in a greenlet of its own."""
 
-    __slots__ = ("_current", "_next", "_runner", "writes")
+    __slots__ = ("_current", "_next", "_runner", "failures", "last_failure", "writes")
 
     def __init__(self) -> None:
         self._next = _Round()
@@ -44,6 +44,9 @@ class GroupCommit:
         self._runner: gevent.Greenlet | None = None
         #: disk writes so far: a publisher compares it before and after to know whether it has to wait
         self.writes = 0
+        #: writes that failed where the writer could not tell the publisher (a channel's copy), and the last error
+        self.failures = 0
+        self.last_failure = ""
 
     def written(self, queue: Syncable) -> None:
         """``queue`` got a record that must be made durable (called by DiskQueue.put; never yields)."""
@@ -51,6 +54,11 @@ class GroupCommit:
         self.writes += 1
         if self._runner is None:
             self._runner = gevent.spawn(self._run)
+
+    def failed(self, err: Exception) -> None:
+        """A write of a channel's copy failed: the publisher must not get OK for it."""
+        self.failures += 1
+        self.last_failure = str(err)
 
     def wait(self) -> None:
         """Until the round covering every write made so far has returned; BackendError if its sync failed."""
