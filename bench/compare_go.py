@@ -8,6 +8,10 @@ Each round starts a fresh server (fresh data dir) per workload; rounds alternate
 Per workload: throughput, and the server's CPU per message (utime+stime from /proc over the run), which the
 2-core shared machine disturbs far less than wall-clock rates. HTTP /pub uses wrk (`make bench-deps`) when
 installed. The machine's load average is printed with the table.
+
+The "durable" rows run both servers with ``--mem-queue-size=0 --sync-every=1`` (every OK after its fsync, issue 22):
+MPUB with bench_writer, single-message PUB from 32 connections (each waits for its OK; driven from this process),
+HTTP /pub with wrk -c32, and consume; the plain rows of the same workloads give our non-durable rate for scale.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import selectors
 import shutil
 import socket
 import statistics
@@ -37,6 +42,8 @@ OURS = Path(sys.executable).parent / "nsqd"
 _TICKS = os.sysconf("SC_CLK_TCK")
 _OPS = re.compile(r"([0-9.]+)ops/s")
 _BODY = b"x" * 200
+#: Go's (and our) durable settings: nothing is acknowledged before it is fsynced
+DURABLE = ("--mem-queue-size=0", "--sync-every=1")
 
 
 def free_port() -> int:
@@ -60,9 +67,9 @@ def rss_mib(pid: int) -> float:
 class Server:
     """One nsqd (ours or Go's) on free ports with a fresh data dir."""
 
-    def __init__(self, binary: Path, *flags: str) -> None:
+    def __init__(self, binary: Path, *flags: str, data: str | None = None) -> None:
         self.tcp, self.http = free_port(), free_port()
-        self.data = tempfile.mkdtemp(prefix="nsqd-bench-")
+        self.data = data or tempfile.mkdtemp(prefix="nsqd-bench-")
         self.proc = subprocess.Popen([str(binary), f"--tcp-address=127.0.0.1:{self.tcp}",
                                       f"--http-address=127.0.0.1:{self.http}", f"--data-path={self.data}", *flags],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -86,14 +93,15 @@ class Server:
     def cpu(self) -> float:
         return cpu_seconds(self.proc.pid)
 
-    def stop(self) -> None:
+    def stop(self, keep_data: bool = False) -> None:
         self.proc.terminate()
         try:
             self.proc.wait(60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        shutil.rmtree(self.data, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.data, ignore_errors=True)
 
 
 @dataclass
@@ -135,8 +143,8 @@ def _ops(text: str) -> float:
     return float(found[-1])
 
 
-def publish(binary: Path, load: Load, memq: int) -> Result:
-    server = Server(binary, f"--mem-queue-size={memq}")
+def publish(binary: Path, load: Load, memq: int, *flags: str) -> Result:
+    server = Server(binary, f"--mem-queue-size={memq}", *flags)
     try:
         server.create_channel()
         before = server.cpu()
@@ -147,12 +155,19 @@ def publish(binary: Path, load: Load, memq: int) -> Result:
         server.stop()
 
 
-def consume(binary: Path, load: Load, memq: int) -> Result:
-    """Drain a backlog written first (the issue's 'consume' rows)."""
+def consume(binary: Path, load: Load, memq: int, *flags: str) -> Result:
+    """Drain a backlog written first (the issue's 'consume' rows). With ``flags`` the backlog is written at memq 0
+    without them (a durable writer would leave Go too small a backlog to time), and read after a restart with them."""
     server = Server(binary, f"--mem-queue-size={memq}")
-    try:
+    if flags:
         server.create_channel()
         load.write(server, load.runfor)
+        server.stop(keep_data=True)
+        server = Server(binary, f"--mem-queue-size={memq}", *flags, data=server.data)
+    try:
+        if not flags:
+            server.create_channel()
+            load.write(server, load.runfor)
         before = server.cpu()
         seconds = max(2.0, load.runfor / 2)
         rate = load.read(server, seconds)
@@ -232,11 +247,52 @@ def _depth(server: Server) -> int:
     return stats["topics"][0]["channels"][0]["depth"] if stats["topics"] else 0
 
 
-def http_pub(binary: Path, load: Load) -> Result | None:
+def pub_connections(binary: Path, load: Load, *flags: str, connections: int = 32) -> Result:
+    """Single-message PUBs from ``connections`` connections, each sending its next PUB once its OK arrived (one
+    selector loop in this process drives them all)."""
+    server = Server(binary, *flags)
+    command = b"PUB pub_bench\n" + struct.pack(">i", len(_BODY)) + _BODY
+    ok = struct.pack(">ii", 6, 0) + b"OK"
+    sel = selectors.DefaultSelector()
+    socks = []
+    try:
+        server.create_channel()
+        for _ in range(connections):
+            sock, _buf = _v2_connection(server.tcp)
+            sock.setblocking(False)
+            sel.register(sock, selectors.EVENT_READ, bytearray())
+            socks.append(sock)
+        before = server.cpu()
+        start = time.monotonic()
+        end = start + load.runfor
+        for sock in socks:
+            sock.send(command)
+        done = 0
+        while time.monotonic() < end:
+            for key, _ in sel.select(timeout=1):
+                buf = key.data
+                buf += key.fileobj.recv(65536)  # type: ignore[union-attr]
+                while len(buf) >= len(ok):
+                    if buf[:len(ok)] != ok:
+                        raise RuntimeError(f"not OK: {bytes(buf[:64])!r}")
+                    del buf[:len(ok)]
+                    done += 1
+                    key.fileobj.send(command)  # type: ignore[union-attr]
+        seconds = time.monotonic() - start
+        used = server.cpu() - before
+        return Result(done / seconds, used / done * 1e6)
+    finally:
+        for sock in socks:
+            sock.close()
+        sel.close()
+        server.stop()
+
+
+def http_pub(binary: Path, load: Load, *flags: str) -> Result | None:
     wrk = shutil.which("wrk")
     if wrk is None:
         return None
-    server = Server(binary)
+    server = Server(binary, *flags)
     try:
         before = server.cpu()
         out = subprocess.run([wrk, "-t1", "-c32", f"-d{int(load.runfor)}s", "-s", str(HERE / "wrk_pub.lua"),
@@ -274,6 +330,11 @@ def main() -> None:
         Row("publish, memq 0", lambda b, ld: publish(b, ld, 0)),
         Row("consume, memq 0", lambda b, ld: consume(b, ld, 0)),
         Row("HTTP POST /pub (wrk -c32)", http_pub),
+        Row("PUB, 32 connections", pub_connections),
+        Row("durable MPUB (bench_writer)", lambda b, ld: publish(b, ld, 0, "--sync-every=1")),
+        Row("durable PUB, 32 connections", lambda b, ld: pub_connections(b, ld, *DURABLE)),
+        Row("durable HTTP /pub (wrk -c32)", lambda b, ld: http_pub(b, ld, *DURABLE)),
+        Row("durable consume", lambda b, ld: consume(b, ld, 0, "--sync-every=1")),
         Row("pub->deliver p99 at 5k msg/s", publish_to_deliver_latency, unit="us"),
     ]
     if not args.skip_rss:

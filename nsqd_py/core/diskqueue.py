@@ -13,9 +13,10 @@ Positions are ``(file number, byte offset)``. Three of them matter:
   handed out is acked). The meta file stores this one, so Go or we redeliver what was in flight.
 
 ``read_one``, ``ack`` and ``depth`` never yield to the gevent hub. ``sync``, ``empty``, ``close`` and ``delete`` do,
-and so does ``put`` when it waits for its fsync (sync_every=1, or a file roll); other syncs (sync_every, acks, the
-sync-timeout timer) run in a background greenlet. All fsyncs, the meta rewrite and file removals run in one trip to
-gevent's thread pool, so the event loop keeps serving while the disk works.
+and so does ``put`` when it waits for its fsync (sync_every=1 without a group commit, or a file roll); with a
+:class:`GroupCommit` a put only joins the next group round, which the publisher waits for. Other syncs (sync_every,
+acks, the sync-timeout timer) run in a background greenlet. All fsyncs, the meta rewrite and file removals run in one
+trip to gevent's thread pool, so the event loop keeps serving while the disk works.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gevent.event import Event
 from nsqd_py.log import Logger
 
 from .errors import BackendError
+from .group_commit import GroupCommit
 
 __all__ = ["DiskQueue", "DummyBackend"]
 
@@ -93,6 +95,15 @@ def _persist_in_pool(*args: Any) -> tuple[list[str], OSError | None]:
         return [], err
 
 
+def _fdatasync_in_pool(fd: int) -> OSError | None:
+    """fdatasync for a pool thread; a failure comes back as a value (see _persist_in_pool)."""
+    try:
+        os.fdatasync(fd)
+    except OSError as err:
+        return err
+    return None
+
+
 def _persist(fsync_fds: list[int], dir_path: str | None, meta_path: str, meta: bytes,
              release: list[tuple[str, str | None]]) -> list[str]:
     """The blocking part of a sync, run in a worker thread; returns errors from releasing files.
@@ -142,7 +153,7 @@ class DiskQueue:
 
     def __init__(self, name: str, data_path: str, max_bytes_per_file: int, min_msg_size: int, max_msg_size: int,
                  sync_every: int, sync_timeout_ns: int, logger: Logger,
-                 before_sync: Callable[[], None] | None = None) -> None:
+                 before_sync: Callable[[], None] | None = None, group: GroupCommit | None = None) -> None:
         self.name = name
         self._data_path = data_path
         self._max_bytes = max_bytes_per_file
@@ -152,6 +163,7 @@ class DiskQueue:
         self._sync_timeout = sync_timeout_ns / 1e9
         self._log = logger
         self._before_sync = before_sync
+        self._group = group  # with sync_every=1: puts are made durable by its rounds, not one by one
         self._prefix = os.path.join(data_path, f"{name}.diskqueue.")
         self._meta_path = self._prefix + "meta.dat"
 
@@ -174,6 +186,9 @@ class DiskQueue:
         self._changes = 0  # bumped by every change the meta file should reflect
         self._synced = -1  # _changes as of the last successful sync (-1: meta never written by us)
         self._count = 0  # puts + acks since the last sync
+        self._puts = 0  # records put so far
+        self._durable_puts = 0  # _puts as of the last fsync that returned (data only or with the meta file)
+        self._meta_wfile = -1  # writeFileNum in the meta file we last wrote (-1: none yet)
         self._syncing: Event | None = None  # set while a sync (or empty/close) runs; it owns the descriptors then
         self._timer: gevent.Greenlet | None = None
         self._background: gevent.Greenlet | None = None  # a sync started by sync_every or an ack
@@ -307,7 +322,8 @@ class DiskQueue:
     # ---- writing --------------------------------------------------------------------------------
 
     def put(self, data: bytes) -> None:
-        """Append one record; with sync_every=1 it is fsynced before this returns. Raises BackendError."""
+        """Append one record; with sync_every=1 it is fsynced before this returns, or (with a group commit) by the
+        group's next round. Raises BackendError."""
         if self._closed:
             raise BackendError("exiting")
         size = len(data)
@@ -333,7 +349,10 @@ class DiskQueue:
         self._unread += 1
         self._changes += 1
         self._count += 1
-        if rolled or self._sync_every == 1:
+        self._puts += 1
+        if self._group is not None:
+            self._group.written(self)  # the publisher waits for the round that syncs this (and the roll)
+        elif rolled or self._sync_every == 1:
             self.sync()  # the caller's OK must mean "on disk"; Go also returns a sync error at roll
         elif self._count >= self._sync_every:
             self._sync_soon()  # like Go, a failure of this periodic sync is only logged
@@ -565,6 +584,32 @@ class DiskQueue:
                 gevent.sleep(0)
                 self._sync_now()
 
+    def sync_data(self) -> None:
+        """Make every record put so far durable, the cheap way when it is enough: one fdatasync of the write file.
+
+        A crash then leaves records past the meta file's writePos, which Go nsqd and we both read back (the write
+        file is read to its real end). That holds only while the meta file names the current write file and its
+        directory entry is durable, so after a roll, a new file or before our first meta write this is a full sync.
+        The meta file itself catches up with the next full sync (sync-timeout timer, acks, close). Raises
+        BackendError.
+        """
+        target = self._puts
+        while self._durable_puts < target and not self._shut and not self._closed:
+            if self._syncing is not None:
+                self._syncing.wait()
+                continue
+            if self._meta_wfile != self._wfile or self._old_wfds or self._dir_dirty or self._wfd is None:
+                self.sync()
+                continue
+            with self._exclusive():
+                puts, fd = self._puts, self._wfd
+                failure = gevent.get_hub().threadpool.apply(_fdatasync_in_pool, (fd,))
+                if failure is not None:
+                    raise BackendError(f"failed to sync {self._file_name(self._wfile)} - {failure}")
+                self._durable_puts = max(self._durable_puts, puts)
+        if self._timer is None and self._synced < self._changes:
+            self._arm_timer()
+
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
         """Run a sync, empty or close alone; everyone waiting for it wakes at once when it ends."""
@@ -584,7 +629,7 @@ class DiskQueue:
         persisted read position never passes a record that is not durable elsewhere. Records written while the
         fsync runs are simply not named by this meta file yet.
         """
-        changes = self._changes
+        changes, puts, wfile = self._changes, self._puts, self._wfile
         self._count = 0
         pending = self._pending
         if pending:
@@ -619,6 +664,8 @@ class DiskQueue:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._synced = changes
+        self._durable_puts = max(self._durable_puts, puts)
+        self._meta_wfile = wfile
         if pfile > self._lowest:
             self._bad.difference_update(range(self._lowest, pfile))
             self._lowest = pfile

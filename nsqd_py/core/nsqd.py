@@ -20,6 +20,7 @@ from ..log import Logger
 from ..version import NSQ_VERSION
 from .diskqueue import DiskQueue, DummyBackend
 from .errors import ExitingError
+from .group_commit import GroupCommit
 from .message import MIN_VALID_MSG_LENGTH
 from .names import is_valid_name
 from .topic import Topic
@@ -54,6 +55,8 @@ class NSQD:
         #: called with (event, topic, channel) for topic/channel create/delete (lookupd peers listen)
         self.listeners: list[Callable[[str, Topic, Channel | None], None]] = []
         self.data_path = os.path.abspath(opts.data_path or os.getcwd())
+        #: --sync-every=1 (every write synced before its OK): one fsync round serves all waiting publishers
+        self.group_commit = GroupCommit() if opts.sync_every <= 1 else None
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -176,7 +179,7 @@ class NSQD:
         return DiskQueue(
             name, self.data_path, opts.max_bytes_per_file, MIN_VALID_MSG_LENGTH,
             MIN_VALID_MSG_LENGTH + opts.max_msg_size, opts.sync_every, opts.sync_timeout,
-            self.logger, before_sync=before_sync,
+            self.logger, before_sync=before_sync, group=self.group_commit,
         )
 
     # ---- metadata (nsqd.dat) ------------------------------------------------------------------

@@ -64,3 +64,30 @@ def test_full_disk_is_reported_and_survived(small_disk: Path, nsqd_factory) -> N
     got = drain(nsqd.tcp_port, "full", "after", idle=1.0)
     assert len(got) == depth and got[-1].body == b"again"
     assert "Traceback" not in nsqd.log()
+
+
+def test_full_disk_with_a_channel_answers_an_error_not_ok(small_disk: Path, nsqd_factory) -> None:
+    """The message goes straight to the channel's queue: when that write fails the channel drops it (as nsqd
+    does), so at --sync-every=1 its publisher must get E_PUB_FAILED, never an OK for a message not on disk."""
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * (512 << 10))
+    nsqd: NsqdProcess = nsqd_factory("--mem-queue-size=0", "--sync-every=1", "--max-bytes-per-file=65536",
+                                     data_path=small_disk / "data")
+    assert request(nsqd.http_port, "POST", "/topic/create?topic=full").status == 200
+    assert request(nsqd.http_port, "POST", "/channel/create?topic=full&channel=c").status == 200
+    conn = RawConn(nsqd.tcp_port)
+    acknowledged = []
+    reply = (FRAME_RESPONSE, b"OK")
+    for i in range(2000):
+        body = b"%04d" % i + b"m" * 996
+        conn.send("PUB full", body)
+        reply = conn.frame()
+        if reply != (FRAME_RESPONSE, b"OK"):
+            break
+        acknowledged.append(body)
+    assert reply[0] == FRAME_ERROR and reply[1].startswith(b"E_PUB_FAILED"), reply
+    conn.close()
+    filler.unlink()
+    got = {m.body for m in drain(nsqd.tcp_port, "full", "c", idle=1.0)}
+    missing = [body[:4] for body in acknowledged if body not in got]
+    assert not missing, f"{len(missing)} acknowledged messages are not on disk, e.g. {missing[:5]}"
