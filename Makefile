@@ -8,7 +8,7 @@ COMPILED := $(shell sed -n 's/^ *"\(nsqd_py\/.*\.py\)",$$/\1/p' setup.py)
 # the tests also run on pure Python (NSQD_PY_PURE=1 imports the .py sources): this subset
 PURE_TESTS := tests/unit tests/protocol tests/http
 
-.PHONY: run test install lint bench bench-deps clean
+.PHONY: run test install lint bench bench-deps clean dist
 
 run: install
 	mkdir -p data
@@ -29,6 +29,14 @@ $(STAMP): $(BIN)/python pyproject.toml setup.cfg setup.py $(COMPILED)
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# An sdist and a wheel in $(DIST): the wheel is compiled with mypyc where a C compiler is present (pure Python
+# otherwise; so is a build from the sdist on a machine without one). --no-isolation: the venv's setuptools,
+# wheel and mypy build it, with no download.
+DIST ?= dist
+dist: install
+	rm -f $(DIST)/nsqd_py-*
+	$(BIN)/python -m build --no-isolation --outdir $(DIST) .
+
 lint: install
 	$(BIN)/ruff check .
 
@@ -40,7 +48,7 @@ bench-deps:
 	command -v wrk >/dev/null || (apt-get update && apt-get install -y wrk)
 
 clean:
-	rm -rf $(VENV) build *.egg-info *__mypyc*.so
+	rm -rf $(VENV) build dist *.egg-info *__mypyc*.so
 	find nsqd_py -name '*.so' -delete
 
 # The fast subset for the edit-test loop (under a minute): lint, then every test that starts no process

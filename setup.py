@@ -1,14 +1,17 @@
 """Builds the message-path modules with mypyc when a C compiler is present (pure Python otherwise).
 
-NSQD_PY_PURE=1 at build time skips compiling; at run time it makes nsqd_py import the .py sources even
-where compiled modules are installed (see nsqd_py/__init__.py). Behaviour is the same either way.
+NSQD_PY_PURE=1 (or true, yes, on) at build time skips compiling; at run time it makes nsqd_py import the
+.py sources even where compiled modules are installed (see nsqd_py/__init__.py). Behaviour is the same
+either way. nsqd_py/pure_python.py reads the variable for both, so 0/false/no/off/empty mean compiled.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sysconfig
+from pathlib import Path
 
 from setuptools import setup
 
@@ -35,8 +38,18 @@ def _have_compiler() -> bool:
     return shutil.which(compiler) is not None
 
 
+def _pure_requested() -> bool:
+    """nsqd_py/pure_python.py's reading of NSQD_PY_PURE, loaded by path: the package is not installed yet."""
+    path = Path(__file__).resolve().parent / "nsqd_py" / "pure_python.py"
+    spec = importlib.util.spec_from_file_location("_nsqd_py_pure_python", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return bool(module.pure_requested(os.environ))
+
+
 def _extensions() -> list:
-    if os.environ.get("NSQD_PY_PURE") or not _have_compiler():
+    if _pure_requested() or not _have_compiler():
         return []
     from mypyc.build import mypycify
 

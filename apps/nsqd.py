@@ -10,9 +10,9 @@ from nsqd_py.version import exit_if_only_version
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     exit_if_only_version(args, "nsqd")
-    from gevent import monkey  # patched before anything that uses sockets or threads is imported
+    from nsqd_py.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
 
-    monkey.patch_all()
+    patch_all()
     from nsqd_py.apps.nsqd_options import options_or_exit
 
     from nsqd_py import service

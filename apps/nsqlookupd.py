@@ -13,9 +13,9 @@ _PREFIX = "[nsqlookupd] "
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     exit_if_only_version(args, "nsqlookupd")
-    from gevent import monkey  # patched before anything that uses sockets or threads is imported
+    from nsqd_py.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
 
-    monkey.patch_all()
+    patch_all()
     from nsqd_py import service
     from nsqd_py.log import Logger
     from nsqd_py.lookupd.nsqlookupd import NSQLookupd, StartupError

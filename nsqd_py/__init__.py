@@ -2,9 +2,9 @@
 
 import os
 
-if os.environ.get("NSQD_PY_PURE"):
-    from .pure_python import prefer_sources
+from .pure_python import prefer_sources, pure_requested
 
+if pure_requested(os.environ):
     prefer_sources()
 
 

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -182,6 +183,16 @@ class NsqdServer(_Server):
         finally:
             consumer.close()
         return bodies
+
+    def delete_topic(self, topic: str) -> None:
+        """POST /topic/delete: the topic, its channels and messages go; a topic that was never made is fine."""
+        query = urllib.parse.urlencode({"topic": topic})
+        request = urllib.request.Request(f"{self.http_url}/topic/delete?{query}", data=b"", method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=10).close()
+        except urllib.error.HTTPError as err:
+            if err.code != 404:
+                raise
 
     def stats(self, topic: str = "") -> dict:
         """/stats as JSON (for ``topic`` only when given)."""

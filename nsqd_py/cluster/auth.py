@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import gevent
 import orjson
-import requests
 
 from ..gocompat import NSQ_ACCEPT
 from ..log import Logger
@@ -86,6 +85,8 @@ class AuthServers:
         raise error
 
     def _query_one(self, address: str, remote_ip: str, tls: bool, common_name: str, secret: bytes) -> AuthState:
+        import requests  # here, not at the top: it costs start-up ~40 ms, and most nsqd have no auth server
+
         endpoint = address if "://" in address else f"http://{address}/auth"
         params: dict[str, str | bytes] = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
                                           "tls": "true" if tls else "false"}

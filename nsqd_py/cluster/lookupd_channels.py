@@ -6,7 +6,6 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import gevent
-import requests
 
 from ..gocompat import NSQ_ACCEPT
 from ..log import Logger
@@ -31,6 +30,8 @@ def lookupd_channels(topic: str, addresses: list[str], logger: Logger, connect_t
 
 def _get_channels(topic: str, address: str, logger: Logger, timeout: tuple[float, float]) -> tuple[list[str], str]:
     """(channels, "") or ([], error text)."""
+    import requests  # here, not at the top: it costs start-up ~40 ms, and only a new topic with lookupd needs it
+
     url = f"http://{address}/channels?topic={quote(topic, safe='')}"
     logger.info(f"CI: querying nsqlookupd {url}")
     try:

@@ -39,6 +39,26 @@ def test_with_lookupd(nsqd, nsqlookupd):
 '''
 
 
+FAST_MODE_TEST = '''
+SEEN = []
+
+
+def test_first(nsqd_session, nsqd_topic):
+    nsqd_session.publish(nsqd_topic, b"left behind")
+    SEEN.append((nsqd_session.process.pid, nsqd_topic))
+    assert nsqd_topic.startswith("test_first-")
+
+
+def test_second_shares_the_server_not_the_topic(nsqd_session, nsqd_topic):
+    pid, first = SEEN[0]
+    assert nsqd_session.process.pid == pid
+    assert nsqd_topic != first
+    assert nsqd_session.stats()["topics"] == [], "the first test's topic and its message were deleted"
+    nsqd_session.publish(nsqd_topic, b"mine")
+    assert nsqd_session.consume(nsqd_topic, "test", 1) == [b"mine"]
+'''
+
+
 def _run_pytest(project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=project,
                           capture_output=True, text=True, timeout=180, env=env)
@@ -55,6 +75,22 @@ def test_plugin_from_another_project(tmp_path: Path, how: str) -> None:
         result = _run_pytest(tmp_path, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 passed" in result.stdout
+
+
+def test_fast_mode_one_server_and_a_topic_per_test(tmp_path: Path) -> None:
+    (tmp_path / "test_fast.py").write_text(FAST_MODE_TEST)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    result = _run_pytest(tmp_path, "-p", "no:randomly", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+
+
+def test_delete_topic_of_a_topic_never_made_is_fine() -> None:
+    with NsqdServer() as nsqd:
+        nsqd.delete_topic("never_made")
+        nsqd.publish("made", b"x")
+        nsqd.delete_topic("made")
+        assert nsqd.stats()["topics"] == []
 
 
 def test_context_manager_cleans_up_and_stops_cleanly() -> None:

@@ -1,0 +1,29 @@
+"""What nsqd imports before it listens: the modules only some features need wait for their first use, so that
+every start (and every test's fresh nsqd) does not pay for them (bench/bench_startup.py measures it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.process  # a Python subprocess: this one has imported everything already
+
+#: the modules apps/nsqd.py imports before program.init() opens the listeners
+PROBE = '''
+import sys
+from nsqd_py.gevent_patch import patch_all
+patch_all()
+from nsqd_py.apps.nsqd_options import options_or_exit
+from nsqd_py import service
+from nsqd_py.program import NSQDProgram
+print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in {"requests", "prometheus_client"})))
+'''
+
+
+def test_no_auth_or_metrics_client_before_listening() -> None:
+    """requests (auth servers, lookupd channel queries) and prometheus_client (/metrics) load on first use."""
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
