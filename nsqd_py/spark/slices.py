@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -180,10 +179,3 @@ class Slice:
     def finish(self, number: int, schema: pa.Schema, rows: int) -> bool:
         """Publish the end as chunk ``number`` (``rows`` rows before it); False if that number is taken."""
         return self.publish(number, pa.Table.from_batches([], schema.with_metadata({_END_ROWS: str(rows).encode()})))
-
-    def chunks(self) -> Iterator[pa.Table]:
-        """Every published chunk with rows, in order, until the end or the first number not published."""
-        number = 0
-        while (table := self.read(number)) is not None and table.num_rows:
-            yield table
-            number += 1
