@@ -33,7 +33,7 @@ import gevent
 from gevent.server import StreamServer
 
 from ..fairness import BusyGuard
-from ..listen import send_all
+from .connection import Connection, Outbox, PlainConnection, TLSConnection
 from .request_head import (
     HEAD_TOO_LARGE,
     HeadError,
@@ -92,19 +92,19 @@ _DATE = _Date()
 
 
 class _Stream:
-    """Buffered reading from the connection's socket."""
+    """Buffered reading from the connection."""
 
-    __slots__ = ("_busy", "buf", "pos", "sock")
+    __slots__ = ("_busy", "buf", "conn", "pos")
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
         self.buf = bytearray()
         self.pos = 0
         self._busy = BusyGuard()
 
     def fill(self) -> None:
         self._busy.check()  # a client whose requests never stop arriving must not keep the loop to itself
-        data = self.sock.recv(_RECV_SIZE)
+        data = self.conn.recv(_RECV_SIZE)
         if not data:
             raise _Closed
         if self.pos:
@@ -192,11 +192,11 @@ class _Body:
     """wsgi.input: a request body of known length or chunked; reads raise BrokenBody (a ValueError) when the
     body breaks off (the app answers 500 like nsqd's failed ReadAll)."""
 
-    __slots__ = ("_broken", "_chunk_left", "_chunked", "_continue", "_done", "_left", "_sock", "_stream")
+    __slots__ = ("_broken", "_chunk_left", "_chunked", "_conn", "_continue", "_done", "_left", "_stream")
 
     def __init__(self, stream: _Stream, length: int, chunked: bool, expect_continue: bool) -> None:
         self._stream = stream
-        self._sock = stream.sock
+        self._conn = stream.conn
         self._chunked = chunked
         self._left = length
         self._chunk_left = 0
@@ -211,7 +211,7 @@ class _Body:
             return b""
         if self._continue:
             self._continue = False
-            self._sock.sendall(_CONTINUE)
+            self._conn.write(_CONTINUE)
         parts: list[bytes] = []
         want = sys.maxsize if size is None or size < 0 else size
         try:
@@ -294,6 +294,8 @@ class WSGIServer:
         self._scheme = "https" if ssl_context is not None else "http"
         kwargs = {"ssl_context": ssl_context} if ssl_context is not None else {}
         self._server = StreamServer(listener, self._handle, **kwargs)
+        self._tls = ssl_context is not None
+        self._outbox: Outbox | None = None  # made in the hub's thread, on the first connection
         name = listener.getsockname()
         server_name, server_port = (name[0], str(name[1])) if isinstance(name, tuple) else (name, "")
         #: the environ entries every request on this server shares
@@ -310,25 +312,34 @@ class WSGIServer:
         self._server.stop(timeout=timeout)
 
     def _handle(self, sock: socket.socket, address: Any) -> None:
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            # as Go does: with Nagle on, the next pipelined answer would wait for a delayed ACK
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        remote = address if isinstance(address, tuple) else ("", 0)
-        connection_environ = self._base_environ.copy()
-        connection_environ["REMOTE_ADDR"] = str(remote[0])
-        connection_environ["REMOTE_PORT"] = str(remote[1]) if len(remote) > 1 else ""
-        stream = _Stream(sock)
+        tcp = sock.family in (socket.AF_INET, socket.AF_INET6)
+        conn = self._connection(sock)
         try:
+            if tcp:  # as Go does: with Nagle on, the next pipelined answer would wait for a delayed ACK
+                conn.set_nodelay()
+            remote = address if isinstance(address, tuple) else ("", 0)
+            connection_environ = self._base_environ.copy()
+            connection_environ["REMOTE_ADDR"] = str(remote[0])
+            connection_environ["REMOTE_PORT"] = str(remote[1]) if len(remote) > 1 else ""
+            stream = _Stream(conn)
             while self._serve_one(stream, connection_environ):
                 pass
+            conn.flush()
         except (_Closed, OSError):
             pass
         finally:
-            sock.close()
+            conn.close()
+
+    def _connection(self, sock: socket.socket) -> Connection:
+        if self._tls:
+            return TLSConnection(sock)
+        if self._outbox is None:
+            self._outbox = Outbox()
+        return PlainConnection(sock, self._outbox)
 
     def _serve_one(self, stream: _Stream, connection_environ: dict[str, Any]) -> bool:
         """One request and its answer; False when the connection is done."""
-        sock = stream.sock
+        conn = stream.conn
         try:
             raw_head = stream.read_head()
             if raw_head is None:
@@ -336,16 +347,16 @@ class WSGIServer:
             head = parse_head(raw_head.decode("latin-1"))
         except HeadError as err:
             if err.answer:
-                send_all(sock, err.answer)
-                _linger(sock)
+                conn.write(err.answer)
+                _linger(conn)
             return False
         expect = head.fields.get("HTTP_EXPECT")
         expect_continue = False
         if expect is not None:
             expect_continue = "100-continue" in (token.strip(" \t").lower() for token in expect.split(","))
             if not expect_continue and expect:
-                send_all(sock, _EXPECTATION_FAILED % _DATE.get())
-                _linger(sock)
+                conn.write(_EXPECTATION_FAILED % _DATE.get())
+                _linger(conn)
                 return False
         env, keep_alive, body = _environ(connection_environ, head, stream, expect_continue and head.minor >= 1)
         response = _Response()
@@ -358,9 +369,9 @@ class WSGIServer:
                 close()
         reusable = body.settle()
         keep_alive = keep_alive and reusable
-        send_all(sock, self._answer(response, data, keep_alive, head))
+        conn.write(self._answer(response, data, keep_alive, head))
         if not reusable:
-            _linger(sock)
+            _linger(conn)
         return keep_alive
 
     @staticmethod
@@ -425,12 +436,14 @@ def _answer_head(response: _Response, length: int, keep_alive: bool, http10: boo
     return bytes(out), tail + b"\r\n"
 
 
-def _linger(sock: socket.socket) -> None:
-    """Close our side first and read for a moment, so the client is not reset before it reads the answer."""
+def _linger(conn: Connection) -> None:
+    """Send the answer, close our side first and read for a moment, so the client is not reset before it reads
+    the answer."""
     try:
-        sock.shutdown(socket.SHUT_WR)
+        conn.flush()
+        conn.shutdown_write()
         with gevent.Timeout(LINGER_SECONDS, False):
-            while sock.recv(_RECV_SIZE):
+            while conn.recv(_RECV_SIZE):
                 pass
     except OSError:
         pass
