@@ -13,6 +13,7 @@ from ..options import TLS_REQUIRED
 from .config import Config
 from .metrics import Metrics
 from .pub import MPub, Pub
+from .pub_shortcut import PubShortcut, WSGIApp
 from .responses import JSON_TYPE, NSQ_CONTENT_TYPE, status_line
 from .routing import Router
 from .status import Info, Ping, Stats
@@ -35,10 +36,16 @@ class _TLSRequired:
         resp.complete = True
 
 
-def create_app(ctx: ServerContext, tls_enabled: bool = False) -> falcon.App:
+def create_app(ctx: ServerContext, tls_enabled: bool = False) -> WSGIApp:
     """``tls_enabled``: this app serves the HTTPS listener (so TLS-required does not turn it away)."""
     nsqd = ctx.nsqd
-    middleware = [] if tls_enabled or nsqd.opts.tls_required != TLS_REQUIRED else [_TLSRequired(ctx)]
+    if not tls_enabled and nsqd.opts.tls_required == TLS_REQUIRED:
+        return _falcon_app(ctx, [_TLSRequired(ctx)])
+    return PubShortcut(nsqd, _falcon_app(ctx, []))
+
+
+def _falcon_app(ctx: ServerContext, middleware: list[object]) -> falcon.App:
+    nsqd = ctx.nsqd
     app = falcon.App(media_type=None, router=Router(nsqd.logger), middleware=middleware)
     app.add_route("/ping", Ping(nsqd), plain=True)
     app.add_route("/info", Info(ctx))

@@ -3,6 +3,8 @@ size was announced (Content-Length), not announced, or chunked; nothing past the
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
 import falcon
 
 from .responses import APIError
@@ -10,10 +12,10 @@ from .responses import APIError
 _READ_PIECE = 1 << 16
 
 
-def read_body(req: falcon.Request, limit: int) -> bytes:
+def read_body(stream: BinaryIO, limit: int) -> bytes:
     """Up to ``limit + 1`` bytes of the body (the server's wsgi.input ends where the body ends)."""
     try:
-        return req.stream.read(limit + 1)
+        return stream.read(limit + 1)
     except (OSError, ValueError):  # the client hung up mid-body or sent broken chunking
         raise APIError(500, "INTERNAL_ERROR") from None
 

@@ -35,7 +35,7 @@ class Config:
     def on_put(self, req: falcon.Request, resp: falcon.Response, opt: str) -> Any:
         """The body is read (and judged) before the option name, as nsqd does."""
         limit = self.nsqd.opts.max_msg_size
-        body = read_body(req, limit)
+        body = read_body(req.stream, limit)
         if not body or len(body) > limit:
             raise APIError(413, "INVALID_VALUE")
         if opt == "nsqlookupd_tcp_addresses":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import BinaryIO
 
 import falcon
 
@@ -18,7 +19,20 @@ _INT32 = struct.Struct(">i")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _publish(topic: Topic, bodies: list[bytes], deferred: float = 0.0) -> None:
+def read_message(nsqd: NSQD, content_length: int | None, stream: BinaryIO) -> bytes:
+    """The body of a /pub: 413 MSG_TOO_BIG (announced or read), 400 MSG_EMPTY, 500 where it broke off."""
+    max_size = nsqd.opts.max_msg_size
+    if (content_length or 0) > max_size:
+        raise APIError(413, "MSG_TOO_BIG")
+    body = read_body(stream, max_size)
+    if len(body) > max_size:
+        raise APIError(413, "MSG_TOO_BIG")
+    if not body:
+        raise APIError(400, "MSG_EMPTY")
+    return body
+
+
+def publish(topic: Topic, bodies: list[bytes], deferred: float = 0.0) -> None:
     """An empty text /mpub publishes nothing (and answers OK, as nsqd does)."""
     try:
         if bodies:
@@ -34,17 +48,10 @@ class Pub:
         self.nsqd = nsqd
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> str:
-        max_size = self.nsqd.opts.max_msg_size
-        if (req.content_length or 0) > max_size:
-            raise APIError(413, "MSG_TOO_BIG")
-        body = read_body(req, max_size)
-        if len(body) > max_size:
-            raise APIError(413, "MSG_TOO_BIG")
-        if not body:
-            raise APIError(400, "MSG_EMPTY")
+        body = read_message(self.nsqd, req.content_length, req.stream)
         query, topic = topic_from_query(self.nsqd, req)
         defer = first(query, "defer")
-        _publish(topic, [body], self._defer_seconds(defer) if defer is not None else 0.0)
+        publish(topic, [body], self._defer_seconds(defer) if defer is not None else 0.0)
         return "OK"
 
     def _defer_seconds(self, text: str) -> float:
@@ -79,10 +86,10 @@ class MPub:
                 raise APIError(413, "BODY_TOO_BIG")
             bodies = parse_binary_mpub(body, opts.max_msg_size, opts.max_body_size)
         else:
-            body = read_body(req, opts.max_body_size)
+            body = read_body(req.stream, opts.max_body_size)
             bodies = split_text_mpub(body, opts.max_msg_size, opts.max_body_size)
         if bodies:
-            _publish(topic, bodies)
+            publish(topic, bodies)
         return "OK"
 
     def _binary(self, query: Query) -> bool:

@@ -50,68 +50,82 @@ def status_line(code: int) -> str:
         return str(code)
 
 
-def respond_v1(resp: falcon.Response, data: Any) -> None:
-    resp.status = status_line(200)
-    resp.set_header(*NSQ_CONTENT_TYPE)
+#: an answer as status line, headers and body: what a responder puts in Falcon's response, or a WSGI app
+#: serving without Falcon (pub_shortcut.py) hands to the server
+Answer = tuple[str, list[tuple[str, str]], bytes]
+
+
+def v1_answer(data: Any) -> Answer:
+    headers = [NSQ_CONTENT_TYPE]
     if data is None:
-        resp.data = b""
-    elif isinstance(data, str | bytes):
-        resp.data = data.encode() if isinstance(data, str) else data
-        if resp.data:  # Go sniffs a type only from a non-empty body
-            resp.content_type = TEXT_TYPE
-    else:
-        resp.content_type = JSON_TYPE
-        resp.data = jsonenc.dumps(data)
+        return status_line(200), headers, b""
+    if isinstance(data, str | bytes):
+        body = data.encode() if isinstance(data, str) else data
+        if body:  # Go sniffs a type only from a non-empty body
+            headers.append(("Content-Type", TEXT_TYPE))
+        return status_line(200), headers, body
+    return status_line(200), [NSQ_CONTENT_TYPE, ("Content-Type", JSON_TYPE)], jsonenc.dumps(data)
 
 
-def respond_v1_error(resp: falcon.Response, code: int, text: str) -> None:
+def v1_error_answer(code: int, text: str) -> Answer:
     """`{"message":"TEXT"}`; like nsqd, the text goes in unescaped (all of nsqd's texts are plain words)."""
-    resp.status = status_line(code)
-    resp.set_header(*NSQ_CONTENT_TYPE)
-    resp.content_type = JSON_TYPE
-    resp.data = b'{"message":"' + text.encode() + b'"}'
+    return status_line(code), [NSQ_CONTENT_TYPE, ("Content-Type", JSON_TYPE)], b'{"message":"' + text.encode() + b'"}'
 
 
-def respond_plain(resp: falcon.Response, code: int, text: str) -> None:
-    resp.status = status_line(code)
-    resp.content_type = TEXT_TYPE
-    resp.data = text.encode()
+def plain_answer(code: int, text: str) -> Answer:
+    return status_line(code), [("Content-Type", TEXT_TYPE)], text.encode()
+
+
+def call_v1(logger: Logger, handler: Handler, *args: Any, **params: Any) -> Answer:
+    """nsqd's `http_api.V1` decorator around one call of ``handler``."""
+    try:
+        data = handler(*args, **params)
+    except APIError as err:
+        _log_api_error(logger, err)
+        return v1_error_answer(err.code, err.text)
+    except Exception as err:  # nsqd's PanicHandler: log it, answer 500, keep serving
+        logger.error(f"panic in HTTP handler - {err!r}")
+        return v1_error_answer(500, "INTERNAL_ERROR")
+    return v1_answer(data)
+
+
+def _call_plain_text(logger: Logger, handler: Handler, *args: Any, **params: Any) -> Answer:
+    """nsqd's `http_api.PlainText` decorator around one call of ``handler``."""
+    try:
+        text = handler(*args, **params)
+    except APIError as err:
+        _log_api_error(logger, err)
+        return plain_answer(err.code, err.text)
+    except Exception as err:  # as in call_v1
+        logger.error(f"panic in HTTP handler - {err!r}")
+        return plain_answer(500, "INTERNAL_ERROR")
+    return plain_answer(200, text)
+
+
+def apply_answer(resp: falcon.Response, answer: Answer) -> None:
+    status, headers, body = answer
+    resp.status = status
+    for name, value in headers:
+        resp.set_header(name, value)
+    resp.data = body
 
 
 def v1(handler: Handler, logger: Logger) -> Responder:
-    """nsqd's `http_api.V1` decorator."""
+    """nsqd's `http_api.V1` decorator as a Falcon responder."""
 
     @functools.wraps(handler)
     def responder(req: falcon.Request, resp: falcon.Response, **params: str) -> None:
-        try:
-            data = handler(req, resp, **params)
-        except APIError as err:
-            _log_api_error(logger, err)
-            respond_v1_error(resp, err.code, err.text)
-        except Exception as err:  # nsqd's PanicHandler: log it, answer 500, keep serving
-            logger.error(f"panic in HTTP handler - {err!r}")
-            respond_v1_error(resp, 500, "INTERNAL_ERROR")
-        else:
-            respond_v1(resp, data)
+        apply_answer(resp, call_v1(logger, handler, req, resp, **params))
 
     return responder
 
 
 def plain_text(handler: Handler, logger: Logger) -> Responder:
-    """nsqd's `http_api.PlainText` decorator."""
+    """nsqd's `http_api.PlainText` decorator as a Falcon responder."""
 
     @functools.wraps(handler)
     def responder(req: falcon.Request, resp: falcon.Response, **params: str) -> None:
-        try:
-            text = handler(req, resp, **params)
-        except APIError as err:
-            _log_api_error(logger, err)
-            respond_plain(resp, err.code, err.text)
-        except Exception as err:  # as in v1
-            logger.error(f"panic in HTTP handler - {err!r}")
-            respond_plain(resp, 500, "INTERNAL_ERROR")
-        else:
-            respond_plain(resp, 200, text)
+        apply_answer(resp, _call_plain_text(logger, handler, req, resp, **params))
 
     return responder
 
