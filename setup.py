@@ -30,6 +30,8 @@ COMPILED_MODULES = [
     "nsqd_py/listen.py",
     "nsqd_py/http/wsgi_server.py",
     "nsqd_py/http/request_head.py",
+    "nsqd_py/http/connection.py",
+    "nsqd_py/http/pub_shortcut.py",
 ]
 
 

@@ -53,13 +53,18 @@ _INT63_MAX = (1 << 63) - 1
 class RequestHead:
     """The parts of a parsed head the server needs; ``fields`` maps WSGI environ keys to values."""
 
-    __slots__ = ("chunked", "content_length", "fields", "method", "minor", "path", "query", "target", "version")
+    __slots__ = ("chunked", "content_length", "fields", "method", "minor", "path", "query", "reads_transfer_encoding",
+                 "target", "version")
 
-    def __init__(self, method: str, target: str, version: str, minor: int, path: str, query: str) -> None:
+    def __init__(self, method: str, target: str, version: str, major: int, minor: int, path: str, query: str) -> None:
         self.method = method
         self.target = target
         self.version = version
-        self.minor = minor
+        #: HTTP/1.minor; -1 for another major version (refused with 505 once the head is known well-formed)
+        self.minor = minor if major == 1 else -1
+        #: Go's readTransfer looks at Transfer-Encoding from HTTP/1.1 on, and for `HTTP/0.0` (which it takes
+        #: for 1.1); on HTTP/1.0 and HTTP/0.x it is ignored
+        self.reads_transfer_encoding = (major, minor) >= (1, 1) or (major, minor) == (0, 0)
         self.path = path
         self.query = query
         self.fields: dict[str, str] = {}
@@ -110,8 +115,7 @@ def parse_request_line(line: str, clean: bool = False) -> RequestHead:
         raise bad_request()
     major, minor = _parse_version(version)
     path, query = _split_target(target, clean)
-    # a major version other than 1 is refused (505) once the rest of the head is known to be well-formed
-    return RequestHead(method, target, version, minor if major == 1 else -1, path, query)
+    return RequestHead(method, target, version, major, minor, path, query)
 
 
 def check_header_line(line: str, first: bool) -> None:
@@ -184,12 +188,12 @@ def parse_head(text: str) -> RequestHead:
 
 
 def _body_framing(head: RequestHead, repeated: dict[str, list[str]]) -> None:
-    """Go's readTransfer: `Transfer-Encoding` must be exactly one `chunked` (ignored on HTTP/1.0), else 501;
+    """Go's readTransfer: `Transfer-Encoding` must be exactly one `chunked` (ignored below HTTP/1.1), else 501;
     Content-Length a non-negative int63, repeated only with the same value, else 400."""
     fields = head.fields
     if "HTTP_TRANSFER_ENCODING" in fields:
         encoding = fields.pop("HTTP_TRANSFER_ENCODING")
-        if head.minor != 0:
+        if head.reads_transfer_encoding:
             if "HTTP_TRANSFER_ENCODING" in repeated or encoding.lower() != "chunked":
                 raise UNSUPPORTED_TRANSFER_ENCODING
             head.chunked = True

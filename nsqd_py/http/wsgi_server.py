@@ -180,12 +180,37 @@ _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 
 
 def parse_chunk_size(line: bytes) -> int:
-    """A chunk-size line as Go's chunked reader reads it: trailing whitespace and any `;extension`
-    dropped, then 1-16 hex digits and nothing else (no sign, `0x`, `_` or inner space)."""
-    digits = line.rstrip(b" \t").split(b";", 1)[0]
-    if not 0 < len(digits) <= 16 or not _HEX_DIGITS.issuperset(digits):
+    """A chunk-size line as Go 1.19's chunked reader reads it: trailing whitespace (CR and LF included) and any
+    `;extension` dropped, then up to 16 hex digits and nothing else (no sign, `0x`, `_` or inner space). No
+    digits at all is a size of 0, the last chunk (Go 1.19's parseHexUint)."""
+    digits = line.rstrip(b" \t\r\n").split(b";", 1)[0]
+    if len(digits) > 16 or not _HEX_DIGITS.issuperset(digits):
         raise ValueError("malformed chunked encoding")
-    return int(digits, 16)
+    return int(digits, 16) if digits else 0
+
+
+#: Go's server reads through a 4096-byte buffer: a chunked body's trailer must end within it
+_TRAILER_WINDOW = 4096
+
+
+def _read_trailer(stream: _Stream) -> None:
+    """What follows the last chunk, read as Go's body.readTrailer does: the CRLF alone, or header lines whose
+    blank line (CRLF CRLF) shows within the read buffer; until then it waits for more bytes, as Go does."""
+    while stream.available() < 2:
+        stream.fill()
+    if stream.buf[stream.pos : stream.pos + 2] == b"\r\n":
+        stream.take(2)
+        return
+    while stream.buf.find(b"\r\n\r\n", stream.pos, stream.pos + _TRAILER_WINDOW) < 0:
+        if stream.available() >= _TRAILER_WINDOW:
+            raise ValueError("suspiciously long trailer after chunked body")
+        stream.fill()
+    first = True
+    while line := stream.read_line():  # textproto's header syntax, up to the first blank line
+        folded = line[:1] in (b" ", b"\t")
+        if (first and folded) or (not folded and b":" not in line):
+            raise ValueError("malformed MIME header line")
+        first = False
 
 
 class _Body:
@@ -212,8 +237,10 @@ class _Body:
         if self._continue:
             self._continue = False
             self._conn.write(_CONTINUE)
-        parts: list[bytes] = []
         want = sys.maxsize if size is None or size < 0 else size
+        if not self._chunked and self._left <= want and self._left <= self._stream.available():
+            return self._take_rest()  # the usual small body, which arrived with its head
+        parts: list[bytes] = []
         try:
             while want > 0 and not self._done:
                 piece = self._read_chunked(want) if self._chunked else self._read_length(want)
@@ -226,6 +253,12 @@ class _Body:
             reason = "unexpected EOF" if isinstance(exc, _Closed) else str(exc) or type(exc).__name__
             raise BrokenBody(reason, b"".join(parts)) from None
         return b"".join(parts)
+
+    def _take_rest(self) -> bytes:
+        piece = self._stream.take(self._left)
+        self._left = 0
+        self._done = True
+        return piece
 
     def _read_length(self, want: int) -> bytes:
         stream = self._stream
@@ -241,8 +274,7 @@ class _Body:
         if self._chunk_left == 0:
             self._chunk_left = parse_chunk_size(stream.read_line())
             if self._chunk_left == 0:
-                while stream.read_line():  # trailers until the blank line
-                    pass
+                _read_trailer(stream)
                 self._done = True
                 return b""
         if not stream.available():

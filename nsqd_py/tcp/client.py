@@ -330,7 +330,7 @@ class ClientV2(Consumer):
         decoder = SnappyDecoder()
         raw_send = self._send
         with self._write_lock:
-            self._recv = self._decoding_recv(decoder.decode, lambda: False)
+            self._recv = self._decoding_recv(decoder.decode, lambda: False, lambda: False)
             self._send = lambda data: raw_send(snappy_encode(data))
             self.snappy = True
 
@@ -339,19 +339,25 @@ class ClientV2(Consumer):
         encoder = DeflateEncoder(level)
         raw_send = self._send
         with self._write_lock:
-            self._recv = self._decoding_recv(decoder.decode, lambda: decoder.has_pending)
+            self._recv = self._decoding_recv(decoder.decode, lambda: decoder.has_pending, lambda: decoder.ended)
             self._send = lambda data: raw_send(encoder.encode(data))
             self.deflate = True
             self.deflate_level = level
 
-    def _decoding_recv(self, decode: Callable[[bytes], bytes], pending: Callable[[], bool]) -> Callable[[int], bytes]:
-        """A recv that returns decompressed bytes: b"" only at the end of the stream. Bytes the
-        client pipelined before the upgrade went through are decoded first."""
+    def _decoding_recv(self, decode: Callable[[bytes], bytes], pending: Callable[[], bool],
+                       ended: Callable[[], bool]) -> Callable[[int], bytes]:
+        """A recv that returns decompressed bytes: b"" at the end of the stream. Bytes the client pipelined
+        before the upgrade went through are decoded first. Like Go's readers, a corrupt stream yields what
+        decoded before the corruption, then ends, so a command it cuts short is answered as one cut short by
+        EOF (E_BAD_MESSAGE ...); the end of a deflate stream's final block ends it too."""
         raw_recv = self._recv
         early = [self.take_buffered()]
+        broken = [False]
 
         def recv(size: int) -> bytes:
             while True:
+                if broken[0] or ended():
+                    return b""
                 if early:
                     data = early.pop()
                 elif pending():
@@ -363,7 +369,8 @@ class ClientV2(Consumer):
                 try:
                     out = decode(data)
                 except CodecError as err:
-                    raise ConnectionLost(str(err)) from None
+                    broken[0] = True
+                    out = err.partial
                 if out:
                     return out
 

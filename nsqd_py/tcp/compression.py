@@ -14,7 +14,11 @@ _MAX_SNAPPY_CHUNK = 128 * 1024
 
 
 class CodecError(Exception):
-    """Corrupt compressed input; the connection is closed."""
+    """Corrupt compressed input; ``partial`` is what decoded before it (Go's readers hand that over first)."""
+
+    def __init__(self, reason: str, partial: bytes = b"") -> None:
+        super().__init__(reason)
+        self.partial = partial
 
 
 class SnappyDecoder:
@@ -42,7 +46,21 @@ class SnappyDecoder:
         try:
             return bytes(cramjam.snappy.decompress(_SNAPPY_STREAM_ID + chunks))
         except cramjam.DecompressionError as err:
-            raise CodecError(f"snappy: corrupt input - {err}") from None
+            raise CodecError(f"snappy: corrupt input - {err}", _good_snappy_chunks(chunks)) from None
+
+
+def _good_snappy_chunks(chunks: bytes) -> bytes:
+    """The data of the chunks before the first corrupt one."""
+    out = []
+    pos = 0
+    while pos < len(chunks):
+        end = pos + 4 + int.from_bytes(chunks[pos + 1 : pos + 4], "little")
+        try:
+            out.append(bytes(cramjam.snappy.decompress(_SNAPPY_STREAM_ID + chunks[pos:end])))
+        except cramjam.DecompressionError:
+            break
+        pos = end
+    return b"".join(out)
 
 
 def snappy_encode(data: bytes) -> bytes:
@@ -68,9 +86,29 @@ class DeflateDecoder:
         """Compressed input not turned into output yet (output was capped)."""
         return bool(self._decompressor.unconsumed_tail)
 
+    @property
+    def ended(self) -> bool:
+        """The stream's final block was read: nothing after it is data (Go's flate reader says EOF)."""
+        return self._decompressor.eof
+
     def decode(self, data: bytes) -> bytes:
         source = self._decompressor.unconsumed_tail + data
+        before = self._decompressor.copy()
         try:
             return self._decompressor.decompress(source, _MAX_OUTPUT)
         except zlib.error as err:
-            raise CodecError(f"flate: corrupt input - {err}") from None
+            raise CodecError(f"flate: corrupt input - {err}", _decodable_prefix(before, source)) from None
+
+
+def _decodable_prefix(decompressor: zlib._Decompress, source: bytes) -> bytes:
+    """What ``source`` decodes to before its corrupt byte, fed a byte at a time."""
+    out = []
+    try:
+        for i in range(len(source)):
+            piece = source[i : i + 1]
+            while piece and not decompressor.eof:
+                out.append(decompressor.decompress(piece, _MAX_OUTPUT))
+                piece = decompressor.unconsumed_tail
+    except zlib.error:
+        pass
+    return b"".join(out)

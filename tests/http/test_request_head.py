@@ -63,6 +63,17 @@ REFUSED = {
     "HTTP/3.0": (b"GET /ping HTTP/3.0\r\nHost: x\r\n\r\n", VERSION_505),
     "HTTP/2.0 bad te": (b"GET /ping HTTP/2.0\r\nTransfer-Encoding: gzip\r\n\r\n", UNSUPPORTED_TE),
     "HTTP/2.0 bad line": (b"GET /ping HTTP/2.0\r\nnocolon\r\n\r\n", BAD),
+    # Go reads Transfer-Encoding only from HTTP/1.1 on (and for HTTP/0.0, which it takes for 1.1): below that an
+    # `identity` is ignored and the head is judged on (recorded from Go nsqd 1.3.0)
+    "HTTP/0.9 te identity": (b"POST /pub?topic=t HTTP/0.9\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\nx",
+                             VERSION_505),
+    "HTTP/0.5 te identity bad length": (
+        b"POST /pub?topic=t HTTP/0.5\r\nTransfer-Encoding: identity\r\nContent-Length: x\r\n\r\nx", BAD),
+    "HTTP/0.9 te identity two lengths": (
+        b"POST /pub?topic=t HTTP/0.9\r\nTransfer-Encoding: identity\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx",
+        BAD),
+    "HTTP/0.0 te identity": (b"POST /pub?topic=t HTTP/0.0\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\nx",
+                             UNSUPPORTED_TE),
     "length over int64": (PUB + b"Content-Length: 99999999999999999999\r\n\r\nx", BAD),
     "two lengths": (PUB + b"Content-Length: 1\r\nContent-Length: 2\r\n\r\nxx", BAD),
     "negative length": (PUB + b"Content-Length: -1\r\n\r\nx", BAD),

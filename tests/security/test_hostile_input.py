@@ -188,6 +188,27 @@ def test_corrupt_snappy_closes(attack: str, hostile: tuple[NsqdProcess, Bystande
     assert proc.stats(topic="t")["topics"] in (None, [])  # nothing was published
 
 
+#: good chunks, then a corrupt one in the same packet, and Go nsqd 1.3.0's error frame (recorded): the good
+#: chunks are read first, and the corruption is an EOF to the command it cuts short
+SNAPPY_BREAKS = {
+    "bad command, then a bad crc": (STREAM_ID + uncompressed_chunk(b"hello\n") + compressed_chunk(b"NOP\n", crc=1),
+                                    b"E_INVALID invalid command hello"),
+    "PUB cut by a bad crc": (STREAM_ID + uncompressed_chunk(b"PUB t\n") + compressed_chunk(b"NOP\n", crc=1),
+                             b"E_BAD_MESSAGE PUB failed to read message body size"),
+}
+
+
+@pytest.mark.parametrize("case", list(SNAPPY_BREAKS))
+def test_broken_snappy_is_answered_like_go(case: str, hostile: tuple[NsqdProcess, Bystanders]) -> None:
+    proc, by = hostile
+    wire, error = SNAPPY_BREAKS[case]
+    conn = snappy_conn(proc)
+    conn.send_wire(wire)
+    assert conn.frame() == (FRAME_ERROR, error)
+    assert_closed(conn)
+    by.check()
+
+
 def test_snappy_accepts_skippable_and_padding_chunks(hostile: tuple[NsqdProcess, Bystanders]) -> None:
     """The framing format's skippable (0x80-0xfd) and padding (0xfe) chunks are ignored, as in Go's reader."""
     proc, _ = hostile
@@ -237,6 +258,37 @@ def test_corrupt_deflate_closes(attack: str, hostile: tuple[NsqdProcess, Bystand
     proc, by = hostile
     conn = deflate_conn(proc)
     conn.send_wire(DEFLATE_ATTACKS[attack])
+    assert_closed(conn)
+    by.check()
+
+
+def _deflate_final(data: bytes) -> bytes:
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return comp.compress(data) + comp.flush()
+
+
+#: deflate streams that break or end, and the error frame Go nsqd 1.3.0 sends before it closes (recorded): what
+#: decoded before the break is read as commands, and the break is an EOF to a command it cuts short
+DEFLATE_BREAKS = {
+    "bad command, then corrupt bytes": (deflate(b"hello\n") + b"\xff\xff\xff", b"E_INVALID invalid command hello"),
+    "bad command, then the stream's end": (_deflate_final(b"hello\n"), b"E_INVALID invalid command hello"),
+    "PUB cut by corrupt bytes": (deflate(b"PUB t\n")[:-3] + b"\xff" * 4,
+                                 b"E_BAD_MESSAGE PUB failed to read message body size"),
+    "PUB cut by the stream's end": (_deflate_final(b"PUB t\n\x00\x00\x00\x05he"),
+                                    b"E_BAD_MESSAGE PUB failed to read message body"),
+    "NOP, then the stream's end": (_deflate_final(b"NOP\n"), None),
+    "NOP, then corrupt bytes": (deflate(b"NOP\n") + b"\x07\xff\xff", None),
+}
+
+
+@pytest.mark.parametrize("case", list(DEFLATE_BREAKS))
+def test_broken_deflate_is_answered_like_go(case: str, hostile: tuple[NsqdProcess, Bystanders]) -> None:
+    proc, by = hostile
+    wire, error = DEFLATE_BREAKS[case]
+    conn = deflate_conn(proc)
+    conn.send_wire(wire)
+    if error is not None:
+        assert conn.frame() == (FRAME_ERROR, error)
     assert_closed(conn)
     by.check()
 
