@@ -57,6 +57,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+def pinned_to(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A preexec_fn that pins a child to ``cpus`` (None: no pinning)."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -67,12 +74,14 @@ def rss_mib(pid: int) -> float:
 class Server:
     """One nsqd (ours or Go's) on free ports with a fresh data dir."""
 
-    def __init__(self, binary: Path, *flags: str, data: str | None = None) -> None:
+    def __init__(self, binary: Path, *flags: str, data: str | None = None, cpus: set[int] | None = None) -> None:
+        """``cpus``: the cores the server (every thread it starts) may run on."""
         self.tcp, self.http = free_port(), free_port()
         self.data = data or tempfile.mkdtemp(prefix="nsqd-bench-")
         self.proc = subprocess.Popen([str(binary), f"--tcp-address=127.0.0.1:{self.tcp}",
                                       f"--http-address=127.0.0.1:{self.http}", f"--data-path={self.data}", *flags],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=pinned_to(cpus))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -288,16 +297,17 @@ def pub_connections(binary: Path, load: Load, *flags: str, connections: int = 32
         server.stop()
 
 
-def http_pub(binary: Path, load: Load, *flags: str) -> Result | None:
+def http_pub(binary: Path, load: Load, *flags: str, cpus: set[int] | None = None) -> Result | None:
+    """wrk -c32 POST /pub; ``cpus``: server and wrk both pinned there (one core: no cross-core wakeups)."""
     wrk = shutil.which("wrk")
     if wrk is None:
         return None
-    server = Server(binary, *flags)
+    server = Server(binary, *flags, cpus=cpus)
     try:
         before = server.cpu()
         out = subprocess.run([wrk, "-t1", "-c32", f"-d{int(load.runfor)}s", "-s", str(HERE / "wrk_pub.lua"),
                               f"http://127.0.0.1:{server.http}/pub?topic=http_bench"],
-                             capture_output=True, text=True, timeout=load.runfor + 60)
+                             capture_output=True, text=True, timeout=load.runfor + 60, preexec_fn=pinned_to(cpus))
         used = server.cpu() - before
         rate = float(re.search(r"Requests/sec:\s+([0-9.]+)", out.stdout).group(1))  # type: ignore[union-attr]
         return Result(rate, used / (rate * load.runfor) * 1e6)
@@ -312,6 +322,13 @@ class Row:
     unit: str = "/s"
     ours: list[Result] = field(default_factory=list)
     go: list[Result] = field(default_factory=list)
+
+
+def _spread(row: Row, attr: str) -> str:
+    """The lowest and highest per-round ratio ours/go of ``attr``."""
+    pairs = zip(row.ours, row.go, strict=False)  # a round whose Go run failed has no pair
+    ratios = [getattr(o, attr) / getattr(g, attr) for o, g in pairs if getattr(g, attr)]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
 
 
 def main() -> None:
@@ -330,6 +347,7 @@ def main() -> None:
         Row("publish, memq 0", lambda b, ld: publish(b, ld, 0)),
         Row("consume, memq 0", lambda b, ld: consume(b, ld, 0)),
         Row("HTTP POST /pub (wrk -c32)", http_pub),
+        Row("HTTP /pub, server+wrk on 1 core", lambda b, ld: http_pub(b, ld, cpus={0})),
         Row("PUB, 32 connections", pub_connections),
         Row("durable MPUB (bench_writer)", lambda b, ld: publish(b, ld, 0, "--sync-every=1")),
         Row("durable PUB, 32 connections", lambda b, ld: pub_connections(b, ld, *DURABLE)),
@@ -351,7 +369,9 @@ def main() -> None:
                           f"{result.cpu_us:7.2f} us/op {result.extra}", flush=True)
     print(f"\nload average {os.getloadavg()[0]:.2f} (2 cores), {args.rounds} alternating rounds, "
           f"load from {'Go' if args.go_dir else 'Python'} bench tools, {time.strftime('%Y-%m-%d')}")
-    print(f"{'workload':32s} {'ours':>12s} {'us/op':>7s} {'go':>12s} {'us/op':>7s} {'ratio':>6s} {'cpu ratio':>9s}")
+    print("medians of the rounds; a spread is the lowest and highest ratio of round i's ours to round i's go")
+    print(f"{'workload':32s} {'ours':>12s} {'us/op':>7s} {'go':>12s} {'us/op':>7s} {'ratio':>6s} {'spread':>11s} "
+          f"{'cpu ratio':>9s} {'spread':>11s}")
     for row in rows:
         if not row.ours:
             continue
@@ -363,7 +383,8 @@ def main() -> None:
             go_cpu = statistics.median(r.cpu_us for r in row.go)
             ratio = ours_rate / go_rate if go_rate else 0.0
             cpu_ratio = ours_cpu / go_cpu if go_cpu else 0.0
-            line += f" {go_rate:12.0f} {go_cpu:7.2f} {ratio:5.2f}x {cpu_ratio:8.2f}x"
+            line += (f" {go_rate:12.0f} {go_cpu:7.2f} {ratio:5.2f}x {_spread(row, 'rate'):>11s} {cpu_ratio:8.2f}x "
+                     f"{_spread(row, 'cpu_us'):>11s}")
         extra = " ".join(r.extra for r in row.ours + row.go if r.extra)
         print(line + (f"  {extra}" if extra else ""))
 
