@@ -16,6 +16,7 @@ run: install
 
 test: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 	NSQD_PY_PURE=1 $(BIN)/pytest -q $(PURE_TESTS)
 
@@ -39,6 +40,7 @@ dist: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python bench/run_bench.py
@@ -56,4 +58,5 @@ clean:
 .PHONY: check
 check: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest -q -m "not process" --ignore=tests/spark

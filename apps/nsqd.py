@@ -13,11 +13,10 @@ def main(argv: list[str] | None = None) -> None:
     from nsqd_py.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
 
     patch_all()
-    from nsqd_py.apps.nsqd_options import options_or_exit
-
     from nsqd_py import service
     from nsqd_py.core.nsqd import StartupError
     from nsqd_py.log import Logger
+    from nsqd_py.options import options_or_exit
     from nsqd_py.program import NSQDProgram
 
     opts = options_or_exit(args)

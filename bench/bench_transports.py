@@ -45,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from nsqd_py.tcp.compression import SnappyDecoder, snappy_encode  # noqa: E402
+from nsqd_py.wire.compression import SnappyDecoder, snappy_encode  # noqa: E402
 
 TRANSPORTS = ["plain", "snappy", "deflate", "tls", "tls+snappy", "tls+deflate"]
 FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2

@@ -17,7 +17,7 @@ def patch_all() -> None:
     scanned = metadata.entry_points()
     lookup = metadata.entry_points
 
-    def entry_points(**params: Any) -> metadata.EntryPoints:
+    def entry_points(**params: Any) -> metadata.EntryPoints | metadata.SelectableGroups:
         return scanned.select(**params) if params else scanned
 
     metadata.entry_points = entry_points  # type: ignore[assignment]

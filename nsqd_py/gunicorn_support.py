@@ -31,10 +31,9 @@ import gevent
 from gunicorn.arbiter import Arbiter
 from gunicorn.workers.ggevent import GeventWorker
 
-from .apps.nsqd_options import options_or_exit
 from .listen import is_unix_address, port_of
 from .log import Logger
-from .options import Options
+from .options import Options, options_or_exit
 
 if TYPE_CHECKING:
     from gunicorn.workers.base import Worker
@@ -84,6 +83,8 @@ class NSQDApplication:
         self._stopping: gevent.Greenlet | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if self._app is None:  # gunicorn serves a worker's requests only after post_worker_init
+            raise RuntimeError("nsqd has not started in this worker")
         return self._app(environ, start_response)
 
     def start(self, opts: Options, worker: Worker) -> None:
@@ -123,6 +124,8 @@ class NSQDApplication:
 
     def _begin_stop(self) -> gevent.Greenlet:
         if self._stopping is None:
+            if self._program is None:
+                raise RuntimeError("nsqd has not started in this worker")
             self._stopping = gevent.spawn(self._program.stop)
         return self._stopping
 

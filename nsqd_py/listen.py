@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+from types import ModuleType
 
 from .gocompat import join_host_port
 
@@ -51,7 +52,7 @@ def listen(address: str, backlog: int = 1024) -> socket.socket:
     return sock
 
 
-def _bind_tcp(gsocket, host: str, port: int) -> socket.socket:
+def _bind_tcp(gsocket: ModuleType, host: str, port: int) -> socket.socket:
     """Like Go, an any-address (`0.0.0.0` or empty) listens dual-stack where IPv6 exists."""
     if host in ("", "0.0.0.0"):
         try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime
 import hashlib
 import socket
+import sys
+import time
 import tomllib
 import zlib
 from collections.abc import Callable
@@ -18,7 +20,8 @@ from typing import Any
 from nsqd_py.durations import HOUR, MILLISECOND, MINUTE, SECOND, format_duration, parse_duration
 from nsqd_py.gocompat import go_quote
 from nsqd_py.goflags import FlagSet, Kind, Setter, format_float, parse_bool, parse_float, parse_int
-from nsqd_py.log import INFO, LEVEL_NAMES, parse_level
+from nsqd_py.log import INFO, LEVEL_NAMES, Logger, parse_level
+from nsqd_py.version import version_line
 
 TLS_NOT_REQUIRED = 0
 TLS_REQUIRED_EXCEPT_HTTP = 1  # "tcp-https": TLS on TCP, plain HTTP allowed
@@ -541,4 +544,24 @@ def parse_options(argv: list[str]) -> Options:
         elif opt.toml_key in cfg:
             setattr(opts, opt.attr, _coerce(opt, cfg[opt.toml_key], getattr(opts, opt.attr)))
     validate(opts)
+    return opts
+
+
+def options_or_exit(argv: list[str]) -> Options:
+    """`parse_options` for an executable: on a bad flag or config, nsqd's message and exit status 1
+    (usage errors already exited 2); `--version` prints nsqd's version line and exits 0."""
+    try:
+        opts = parse_options(argv)
+    except ConfigError as err:
+        Logger().fatal(str(err))
+        sys.exit(1)
+    except ResolveError as err:  # Go's plain log.Fatalf: no prefix, no level
+        print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} {err}", file=sys.stderr)
+        sys.exit(1)
+    except OptionsError as err:
+        Logger().fatal(f"failed to instantiate nsqd - {err}")
+        sys.exit(1)
+    if opts.show_version:
+        print(version_line())
+        sys.exit(0)
     return opts

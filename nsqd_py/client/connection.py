@@ -18,8 +18,8 @@ import threading
 import time
 from typing import Any
 
-from ..tcp.compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
 from ..version import NSQ_VERSION, PY_VERSION
+from ..wire.compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
 from .errors import NSQConnectionError, ProtocolError, ServerError
 from .protocol import (
     FRAME_ERROR,
@@ -253,7 +253,7 @@ class Connection:
                 return True
         if isinstance(self._decoder, DeflateDecoder) and self._decoder.has_pending:
             return True
-        return bool(self._tls and self._sock is not None and self._sock.pending())
+        return isinstance(self._sock, ssl.SSLSocket) and self._sock.pending() > 0
 
     def fileno(self) -> int:
         return self._require_sock().fileno()
@@ -319,7 +319,7 @@ class Connection:
             self._feed(b"")
             return True
         sock = self._require_sock()
-        if not (self._tls and sock.pending()):
+        if not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             assert self._selector is not None
             if not self._selector.select(remaining):

@@ -18,11 +18,12 @@ import orjson
 
 from ..log import Logger
 from ..version import NSQ_VERSION
+from ..wire.names import is_valid_name
 from .diskqueue import DiskQueue, DummyBackend
+from .edges import BackendQueue, Client
 from .errors import ExitingError
 from .group_commit import GroupCommit
 from .message import MIN_VALID_MSG_LENGTH
-from .names import is_valid_name
 from .topic import Topic
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class NSQD:
         self.logger = logger
         self.topics: dict[str, Topic] = {}
         #: producers and consumers by client id, for /stats
-        self.clients: dict[int, object] = {}
+        self.clients: dict[int, Client] = {}
         self.start_time = int(time.time())
         self.exiting = False
         self._health_error: str | None = None
@@ -67,7 +68,8 @@ class NSQD:
         except FileNotFoundError:
             raise StartupError(f"failed to lock data-path: open {self.data_path}: no such file or directory") from None
         except OSError as err:
-            raise StartupError(f"failed to lock data-path: open {self.data_path}: {err.strerror.lower()}") from None
+            reason = (err.strerror or str(err)).lower()
+            raise StartupError(f"failed to lock data-path: open {self.data_path}: {reason}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -119,7 +121,7 @@ class NSQD:
         self._next_client_id += 1
         return self._next_client_id
 
-    def add_client(self, client_id: int, client: object) -> None:
+    def add_client(self, client_id: int, client: Client) -> None:
         self.clients[client_id] = client
 
     def remove_client(self, client_id: int) -> None:
@@ -172,7 +174,7 @@ class NSQD:
             listener(event, topic, channel)
 
     def new_backend(self, name: str, ephemeral: bool,
-                    before_sync: Callable[[], None] | None = None) -> DiskQueue | DummyBackend:
+                    before_sync: Callable[[], None] | None = None) -> BackendQueue:
         if ephemeral:
             return DummyBackend()
         opts = self.opts

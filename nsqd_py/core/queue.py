@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 
 from ..log import Logger
-from .diskqueue import DiskQueue, DummyBackend
+from .edges import BackendQueue
 from .message import (
     PARKED_ATTEMPTS,
     PARKED_BODY,
@@ -44,7 +44,7 @@ class MessageQueue:
 
     __slots__ = ("_backend", "_log_name", "_logger", "_mem_size", "_memory", "_take_backend_next")
 
-    def __init__(self, backend: DiskQueue | DummyBackend, mem_size: int, logger: Logger, log_name: str) -> None:
+    def __init__(self, backend: BackendQueue, mem_size: int, logger: Logger, log_name: str) -> None:
         self._backend = backend
         self._mem_size = mem_size
         self._memory: deque[Parked] = deque()
@@ -53,7 +53,7 @@ class MessageQueue:
         self._take_backend_next = False
 
     @property
-    def backend(self) -> DiskQueue | DummyBackend:
+    def backend(self) -> BackendQueue:
         return self._backend
 
     def __len__(self) -> int:

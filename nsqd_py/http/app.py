@@ -15,7 +15,7 @@ from .metrics import Metrics
 from .pub import MPub, Pub
 from .pub_shortcut import PubShortcut, WSGIApp
 from .responses import JSON_TYPE, NSQ_CONTENT_TYPE, status_line
-from .routing import Router
+from .routing import falcon_app
 from .status import Info, Ping, Stats
 from .topics import Channels, Topics
 
@@ -46,7 +46,7 @@ def create_app(ctx: ServerContext, tls_enabled: bool = False) -> WSGIApp:
 
 def _falcon_app(ctx: ServerContext, middleware: list[object]) -> falcon.App:
     nsqd = ctx.nsqd
-    app = falcon.App(media_type=None, router=Router(nsqd.logger), middleware=middleware)
+    app = falcon_app(nsqd.logger, middleware)
     app.add_route("/ping", Ping(nsqd), plain=True)
     app.add_route("/info", Info(ctx))
     app.add_route("/stats", Stats(nsqd))

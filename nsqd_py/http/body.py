@@ -3,7 +3,7 @@ size was announced (Content-Length), not announced, or chunked; nothing past the
 
 from __future__ import annotations
 
-from typing import BinaryIO
+from typing import Protocol
 
 import falcon
 
@@ -12,7 +12,13 @@ from .responses import APIError
 _READ_PIECE = 1 << 16
 
 
-def read_body(stream: BinaryIO, limit: int) -> bytes:
+class BodyStream(Protocol):
+    """A request body as WSGI hands it over (`wsgi.input`, Falcon's `req.stream`)."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
+def read_body(stream: BodyStream, limit: int) -> bytes:
     """Up to ``limit + 1`` bytes of the body (the server's wsgi.input ends where the body ends)."""
     try:
         return stream.read(limit + 1)

@@ -9,9 +9,9 @@ from urllib.parse import unquote_to_bytes
 import falcon
 
 from ..core.errors import ExitingError
-from ..core.names import is_valid_name
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
+from ..wire.names import is_valid_name
 from .responses import APIError
 
 #: nsqd's `boolParams`; anything else (or nothing) means the parameter's default.

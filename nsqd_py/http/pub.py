@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-from typing import BinaryIO
 
 import falcon
 
@@ -11,7 +10,7 @@ from ..core.errors import BackendError, ExitingError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..durations import MILLISECOND
-from .body import read_body, read_body_until_broken
+from .body import BodyStream, read_body, read_body_until_broken
 from .params import BOOL_PARAMS, Query, first, topic_from_query
 from .responses import APIError
 
@@ -19,7 +18,7 @@ _INT32 = struct.Struct(">i")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def read_message(nsqd: NSQD, content_length: int | None, stream: BinaryIO) -> bytes:
+def read_message(nsqd: NSQD, content_length: int | None, stream: BodyStream) -> bytes:
     """The body of a /pub: 413 MSG_TOO_BIG (announced or read), 400 MSG_EMPTY, 500 where it broke off."""
     max_size = nsqd.opts.max_msg_size
     if (content_length or 0) > max_size:

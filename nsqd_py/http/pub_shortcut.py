@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..core.errors import ExitingError
-from ..core.names import is_valid_name
 from ..core.nsqd import NSQD
+from ..wire.names import is_valid_name
 from .pub import publish, read_message
 from .responses import APIError, call_v1
 

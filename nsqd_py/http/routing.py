@@ -152,6 +152,12 @@ class Router:
         return ", ".join(sorted({*methods, "OPTIONS"})) if methods else ""
 
 
+def falcon_app(logger: Logger, middleware: list[object] | None = None) -> falcon.App:
+    """A Falcon app on this router, with no default media type (every answer sets its own, as nsqd's do).
+    Falcon takes both at run time; its type hints ask for a str and a CompiledRouter subclass."""
+    return falcon.App(media_type=None, router=Router(logger), middleware=middleware)  # type: ignore[call-overload]
+
+
 def clean_path(path: str) -> str:
     """httprouter's CleanPath: path.Clean that keeps a trailing slash, always rooted."""
     parts: list[str] = []

@@ -10,9 +10,9 @@ from __future__ import annotations
 import falcon
 
 from ..core.channel import Channel
-from ..core.names import is_valid_name
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
+from ..wire.names import is_valid_name
 from .params import first, request_query, topic_channel_args, topic_from_query
 from .responses import APIError
 

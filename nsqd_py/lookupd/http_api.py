@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import falcon
 
-from ..core.names import is_valid_name
 from ..http.params import first, request_query, topic_channel_args
 from ..http.responses import APIError
-from ..http.routing import Router
+from ..http.routing import falcon_app
 from ..version import NSQ_VERSION
+from ..wire.names import is_valid_name
 from .registration_db import Registration, filter_by_active, keys, subkeys
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ _ROUTES = (
 
 
 def create_app(lookupd: NSQLookupd) -> falcon.App:
-    app = falcon.App(media_type=None, router=Router(lookupd.logger))
+    app = falcon_app(lookupd.logger)
     api = LookupdAPI(lookupd)
     for path, suffix in _ROUTES:
         app.add_route(path, api, suffix=suffix, plain=path == "/ping")

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import orjson
 from gevent.server import StreamServer
 
-from ..core.names import is_valid_name
 from ..durations import format_duration
 from ..gojson import decode_struct
 from ..listen import display_address
 from ..tcp.server import peer_address
 from ..version import NSQ_VERSION
+from ..wire.names import is_valid_name
 from .registration_db import PeerInfo, Registration
 
 if TYPE_CHECKING:

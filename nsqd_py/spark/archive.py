@@ -60,7 +60,8 @@ def run_archive(spark: SparkSession, cfg: PipelineConfig, directory: str) -> int
         events.write.mode("append").partitionBy("date", "hour").parquet(cfg.events_path)
         counts = minute_counts(events, None).persist()
         counts.write.mode("append").parquet(cfg.counts_path)
-        total = counts.agg(F.sum("count")).first()[0] or 0
+        summed = counts.agg(F.sum("count")).first()
+        total = (summed[0] if summed is not None else 0) or 0
         counts.unpersist()
     finally:
         events.unpersist()

@@ -114,7 +114,8 @@ class Consumer:
         if admit is None:
             count = min(limit, len(self._buffer))
             return [self._buffer.popleft() for _ in range(count)]
-        taken, kept = [], deque()
+        taken: list[Message] = []
+        kept: deque[Message] = deque()
         for msg in self._buffer:
             (taken if len(taken) < limit and admit(msg) else kept).append(msg)
         self._buffer = kept

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 from pyspark.sql.types import StringType, StructField, StructType
 
 from .control import stop_gracefully
@@ -84,6 +85,8 @@ class PipelineConfig:
         if not self.schema:
             return None
         parsed = StructType.fromDDL(self.schema)
+        if not isinstance(parsed, StructType):  # fromDDL gives a bare type for a DDL of one unnamed type
+            raise ValueError(f"the schema must name its fields: {self.schema!r}")
         clash = set(parsed.fieldNames()) & {*META_COLUMNS, CORRUPT_COLUMN}
         if clash:
             raise ValueError(f"the schema uses names the pipeline adds: {', '.join(sorted(clash))}")

@@ -7,8 +7,8 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 
-from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
+from pyspark.sql.streaming.query import StreamingQuery
 
 
 def lag(progress: StreamingQueryProgress) -> int | None:

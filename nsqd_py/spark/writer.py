@@ -27,7 +27,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from ..client.connection import Connection
 from ..client.errors import NSQConnectionError, ProtocolError, ServerError
 from ..client.protocol import OK, Response, command, mpub_body
-from ..core.names import is_valid_name
+from ..wire.names import is_valid_name
 from .connect import open_connection
 from .discovery import all_nodes
 from .options import OptionError, WriteOptions

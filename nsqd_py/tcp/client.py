@@ -24,7 +24,7 @@ from ..core.consumer import STATE_CLOSING, Consumer
 from ..fairness import BusyGuard
 from ..listen import send_all
 from ..tlsconfig import cipher_suite_name, version_name
-from .compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
+from ..wire.compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
 
 if TYPE_CHECKING:
     from ..cluster.auth import AuthState

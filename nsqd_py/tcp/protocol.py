@@ -13,10 +13,10 @@ from ..cluster.auth import AuthError, AuthServers, AuthState
 from ..core.consumer import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED
 from ..core.errors import BackendError, ExitingError, MessageError
 from ..core.message import MSG_ID_LENGTH
-from ..core.names import is_valid_name
 from ..gocompat import go_quote
 from ..options import TOPOLOGY_EXPERIMENT
 from ..version import NSQ_VERSION
+from ..wire.names import is_valid_name
 from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost
 from .errors import ClientError, FatalClientError, client_text
 from .identify import IdentifyData, parse_identify

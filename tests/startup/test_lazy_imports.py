@@ -15,7 +15,7 @@ PROBE = '''
 import sys
 from nsqd_py.gevent_patch import patch_all
 patch_all()
-from nsqd_py.apps.nsqd_options import options_or_exit
+from nsqd_py.options import options_or_exit
 from nsqd_py import service
 from nsqd_py.program import NSQDProgram
 print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in {"requests", "prometheus_client"})))

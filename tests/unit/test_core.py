@@ -14,11 +14,11 @@ from nsqd_py.core.consumer import STATE_SUBSCRIBED, Consumer
 from nsqd_py.core.errors import MessageError
 from nsqd_py.core.guid import GuidFactory
 from nsqd_py.core.message import Message, decode_record
-from nsqd_py.core.names import is_valid_name
 from nsqd_py.core.nsqd import NSQD
 from nsqd_py.core.queue import unpark
 from nsqd_py.log import Logger
 from nsqd_py.options import Options
+from nsqd_py.wire.names import is_valid_name
 
 
 class RecordingConsumer(Consumer):

@@ -1,14 +1,44 @@
-"""Layer edges: the broker core knows neither its front doors nor the cluster (issue 15)."""
+"""Layer edges between the package's parts (issues 15 and 24): the table below, checked on every file."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 import nsqd_py
 
 PACKAGE = Path(nsqd_py.__file__).parent
-FORBIDDEN_FOR_CORE = ("nsqd_py.tcp", "nsqd_py.http", "nsqd_py.cluster", "nsqd_py.context", "nsqd_py.program")
+APPS = PACKAGE.parent / "apps"  # installed as nsqd_py.apps
+
+_SERVER = ("nsqd_py.core", "nsqd_py.tcp", "nsqd_py.http", "nsqd_py.cluster", "nsqd_py.context", "nsqd_py.program",
+           "nsqd_py.service", "nsqd_py.gunicorn_support", "nsqd_py.lookupd")
+_CLIENT_SIDE = ("nsqd_py.client", "nsqd_py.tools", "nsqd_py.spark", "nsqd_py.testing", "nsqd_py.pytest_plugin")
+_EXECUTABLES = ("nsqd_py.apps",)
+
+#: what each part of the package may not import. core is the broker (no front door, cluster or client); wire is
+#: what client and server both speak (it imports nothing of ours); the client side (the blocking client, the
+#: tools, Spark, the test helpers users get) never imports the server; no library module imports an executable.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "core": ("nsqd_py.tcp", "nsqd_py.http", "nsqd_py.cluster", "nsqd_py.context", "nsqd_py.program",
+             "nsqd_py.lookupd", *_CLIENT_SIDE, *_EXECUTABLES),
+    "wire": ("nsqd_py.",),
+    "client": (*_SERVER, "nsqd_py.tools", "nsqd_py.spark", "nsqd_py.testing", *_EXECUTABLES),
+    "tools": (*_SERVER, "nsqd_py.spark", "nsqd_py.testing", *_EXECUTABLES),
+    "spark": (*_SERVER, "nsqd_py.tools", "nsqd_py.testing", *_EXECUTABLES),
+    "tcp": ("nsqd_py.http", "nsqd_py.lookupd", "nsqd_py.program", *_CLIENT_SIDE, *_EXECUTABLES),
+    "http": ("nsqd_py.lookupd", "nsqd_py.program", *_CLIENT_SIDE, *_EXECUTABLES),
+    "cluster": ("nsqd_py.tcp", "nsqd_py.http", "nsqd_py.lookupd", "nsqd_py.program", *_CLIENT_SIDE, *_EXECUTABLES),
+    "lookupd": ("nsqd_py.cluster", "nsqd_py.context", "nsqd_py.program", *_CLIENT_SIDE, *_EXECUTABLES),
+    "top level": _EXECUTABLES,
+}
+
+
+def _files(part: str) -> list[Path]:
+    if part == "top level":
+        return sorted(PACKAGE.glob("*.py"))
+    return sorted((PACKAGE / part).rglob("*.py"))
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -26,14 +56,27 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
-def test_core_imports_no_front_door_or_cluster() -> None:
+@pytest.mark.parametrize("part", FORBIDDEN)
+def test_layer_edges(part: str) -> None:
     leaks = {
-        f"{path.name}: {module}"
-        for path in sorted((PACKAGE / "core").glob("*.py"))
+        f"{path.relative_to(PACKAGE)}: {module}"
+        for path in _files(part)
         for module in imported_modules(path)
-        if module.startswith(FORBIDDEN_FOR_CORE)
+        if module.startswith(FORBIDDEN[part])
     }
     assert not leaks
+
+
+def test_every_package_has_its_rules() -> None:
+    """A new package must say what it may not import."""
+    packages = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    assert packages <= set(FORBIDDEN), packages - set(FORBIDDEN)
+
+
+def test_testing_helpers_use_the_client_only() -> None:
+    for name in ("testing.py", "pytest_plugin.py"):
+        leaks = {m for m in imported_modules(PACKAGE / name) if m.startswith((*_SERVER, *_EXECUTABLES))}
+        assert not leaks, name
 
 
 def test_import_walk_sees_relative_imports() -> None:

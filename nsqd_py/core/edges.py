@@ -1,0 +1,36 @@
+"""What core/ needs from the parts around it, as protocols (Go's nsqd names the same edges `BackendQueue`
+and `Client`): a topic's or channel's backend queue, and a connected client as NSQD lists it for /stats.
+A channel's subscribed clients are `consumer.Consumer`s, a base class because the hot path reads their
+counters directly."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class BackendQueue(Protocol):
+    """Where messages go when memory is full: a DiskQueue, or DummyBackend for #ephemeral topics/channels."""
+
+    def put(self, data: bytes) -> None: ...
+
+    def read_one(self) -> tuple[bytes, object] | None:
+        """The next record and the token that acks it, None when empty."""
+
+    def ack(self, token: object) -> None: ...
+
+    def depth(self) -> int: ...
+
+    def sync(self) -> None: ...
+
+    def empty(self) -> None: ...
+
+    def delete(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Client(Protocol):
+    """A connected client (producer or consumer) as NSQD keeps it: /stats lists those that have published."""
+
+    #: messages published, by topic name
+    pub_counts: dict[str, int]
