@@ -2,7 +2,7 @@
 
 NSQD_PY_PURE=1 (or true, yes, on) at build time skips compiling; at run time it makes nsqd_py import the
 .py sources even where compiled modules are installed (see nsqd_py/__init__.py). Behaviour is the same
-either way. nsqd_py/pure_python.py reads the variable for both, so 0/false/no/off/empty mean compiled.
+either way. nsqd_py/runtime/pure_python.py reads the variable for both, so 0/false/no/off/empty mean compiled.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ COMPILED_MODULES = [
     "nsqd_py/core/diskqueue.py",
     "nsqd_py/tcp/client.py",
     "nsqd_py/tcp/protocol.py",
-    "nsqd_py/fairness.py",
-    "nsqd_py/listen.py",
+    "nsqd_py/runtime/fairness.py",
+    "nsqd_py/runtime/listen.py",
     "nsqd_py/http/wsgi_server.py",
     "nsqd_py/http/request_head.py",
     "nsqd_py/http/connection.py",
@@ -41,8 +41,8 @@ def _have_compiler() -> bool:
 
 
 def _pure_requested() -> bool:
-    """nsqd_py/pure_python.py's reading of NSQD_PY_PURE, loaded by path: the package is not installed yet."""
-    path = Path(__file__).resolve().parent / "nsqd_py" / "pure_python.py"
+    """nsqd_py/runtime/pure_python.py's reading of NSQD_PY_PURE, loaded by path: the package is not installed yet."""
+    path = Path(__file__).resolve().parent / "nsqd_py" / "runtime" / "pure_python.py"
     spec = importlib.util.spec_from_file_location("_nsqd_py_pure_python", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

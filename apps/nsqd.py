@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import sys
 
-from nsqd_py.version import exit_if_only_version
+from nsqd_py.runtime.version import exit_if_only_version
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     exit_if_only_version(args, "nsqd")
-    from nsqd_py.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
+    from nsqd_py.daemon.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
 
     patch_all()
-    from nsqd_py import service
     from nsqd_py.core.nsqd import StartupError
-    from nsqd_py.log import Logger
-    from nsqd_py.options import options_or_exit
-    from nsqd_py.program import NSQDProgram
+    from nsqd_py.daemon import service
+    from nsqd_py.daemon.options import options_or_exit
+    from nsqd_py.daemon.program import NSQDProgram
+    from nsqd_py.runtime.log import Logger
 
     opts = options_or_exit(args)
     logger = Logger(opts.log_prefix, opts.log_level)

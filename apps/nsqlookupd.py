@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from nsqd_py.version import exit_if_only_version, version_line
+from nsqd_py.runtime.version import exit_if_only_version, version_line
 
 _PREFIX = "[nsqlookupd] "
 
@@ -13,14 +13,14 @@ _PREFIX = "[nsqlookupd] "
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     exit_if_only_version(args, "nsqlookupd")
-    from nsqd_py.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
+    from nsqd_py.daemon.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
 
     patch_all()
-    from nsqd_py import service
-    from nsqd_py.log import Logger
+    from nsqd_py.daemon import service
+    from nsqd_py.daemon.options import ConfigError, ResolveError
     from nsqd_py.lookupd.nsqlookupd import NSQLookupd, StartupError
     from nsqd_py.lookupd.options import parse_options
-    from nsqd_py.options import ConfigError, ResolveError
+    from nsqd_py.runtime.log import Logger
 
     try:
         opts = parse_options(args)

@@ -21,7 +21,7 @@ import gevent
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from nsqd_py.core.diskqueue import DiskQueue
-from nsqd_py.log import WARN, Logger
+from nsqd_py.runtime.log import WARN, Logger
 
 
 def publish(q: DiskQueue, record: bytes, count: int, yield_every: int) -> None:

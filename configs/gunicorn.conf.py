@@ -3,14 +3,14 @@
     NSQD_CONFIG=/etc/nsqd/nsqd.toml NSQD_ARGS='--data-path=/var/lib/nsqd' gunicorn -c configs/gunicorn.conf.py
 
 nsqd's flags go in NSQD_ARGS (shell-split) and NSQD_CONFIG (a TOML file, like --config); gunicorn binds nsqd's
---http-address, so leave out gunicorn's -b. Keep one gevent worker. See nsqd_py/gunicorn_support.py.
+--http-address, so leave out gunicorn's -b. Keep one gevent worker. See nsqd_py/daemon/gunicorn_support.py.
 """
 
-from nsqd_py import gunicorn_support
+from nsqd_py.daemon import gunicorn_support
 
 nsqd_options = gunicorn_support.options_from_env()
 
-wsgi_app = "nsqd_py.gunicorn_support:application"
+wsgi_app = "nsqd_py.daemon.gunicorn_support:application"
 bind = [gunicorn_support.bind_address(nsqd_options.http_address)]
 # nsqd's topics, channels and clients live in one process, which locks the data dir: one worker, never more.
 # SIGHUP, SIGUSR2, SIGTTIN and max_requests start a worker while another may still hold the data dir; when it

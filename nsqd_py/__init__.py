@@ -2,7 +2,7 @@
 
 import os
 
-from .pure_python import prefer_sources, pure_requested
+from .runtime.pure_python import prefer_sources, pure_requested
 
 if pure_requested(os.environ):
     prefer_sources()

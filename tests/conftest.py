@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqd_py.durations import MINUTE
+from nsqd_py.go.durations import MINUTE
 from tests.clients.util import IOLoopThread
 from tests.inprocess import InProcessNsqd
 from tests.support import NsqdProcess

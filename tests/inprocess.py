@@ -14,11 +14,11 @@ import falcon.testing
 import gevent
 from gevent import socket
 
-from nsqd_py.context import ServerContext
 from nsqd_py.core.nsqd import NSQD
+from nsqd_py.daemon.context import ServerContext
+from nsqd_py.daemon.options import Options
 from nsqd_py.http.app import create_app
-from nsqd_py.log import Logger
-from nsqd_py.options import Options
+from nsqd_py.runtime.log import Logger
 from nsqd_py.tcp.server import TCPServer
 from tests.support import NsqdProcess, RawConn, Reply
 

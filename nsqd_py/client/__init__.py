@@ -29,7 +29,7 @@ Consuming, high level — `Consumer` (drive it from one thread)::
   RDY = max(1, max_in_flight // connections) per connection. Failed connections are retried with a doubling
   delay (`max_reconnect_interval`, default 15 s), lookupd is re-queried every `lookupd_poll_interval` (60 s).
   `is_starved()` is go-nsq's rule (a connection with >= 85 % of its RDY in flight). `log(level, text)` gets
-  connection events (levels from `nsqd_py.log`). No max-attempts give-up: redelivered messages keep coming.
+  connection events (levels from `nsqd_py.runtime.log`). No max-attempts give-up: redelivered messages keep coming.
 
 Consuming, low level — `Connection` (one reader thread, any number of sender threads)::
 

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from ..version import NSQ_VERSION, PY_VERSION
+from ..runtime.version import NSQ_VERSION, PY_VERSION
 from ..wire.compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
 from .errors import NSQConnectionError, ProtocolError, ServerError
 from .protocol import (

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..log import ERROR, INFO, WARN
+from ..runtime.log import ERROR, INFO, WARN
 from .connection import DEFAULT_USER_AGENT, Connection
 from .errors import HTTPError, NSQError
 from .http import DEFAULT_TIMEOUT, lookup_producers

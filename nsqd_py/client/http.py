@@ -6,7 +6,7 @@ from typing import Any
 
 import requests
 
-from ..gocompat import NSQ_ACCEPT, join_host_port
+from ..go.gocompat import NSQ_ACCEPT, join_host_port
 from .errors import HTTPError
 
 #: (connect, request) seconds, the Go tools' --http-client-connect-timeout / --http-client-request-timeout

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import gevent
 import orjson
 
-from ..gocompat import NSQ_ACCEPT
-from ..log import Logger
-from ..options import Options
+from ..daemon.options import Options
+from ..go.gocompat import NSQ_ACCEPT
+from ..runtime.log import Logger
 
 _PERMISSIONS = {"subscribe", "publish"}
 

@@ -28,7 +28,7 @@ import orjson
 from gevent.queue import Empty, Queue
 
 from ..core.errors import ExitingError
-from ..version import NSQ_VERSION
+from ..runtime.version import NSQ_VERSION
 from .lookup_peer import PING, Command, LookupPeer, PeerError, PeerInfo, register, unregister
 from .lookupd_channels import lookupd_channels
 

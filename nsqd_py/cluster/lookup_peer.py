@@ -13,10 +13,10 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..gocompat import join_host_port
-from ..gojson import decode_struct
-from ..listen import split_host_port
-from ..log import Logger
+from ..go.gocompat import join_host_port
+from ..go.gojson import decode_struct
+from ..runtime.listen import split_host_port
+from ..runtime.log import Logger
 
 MAGIC_V1 = b"  V1"
 _TIMEOUT = 1.0

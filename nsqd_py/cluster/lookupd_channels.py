@@ -7,8 +7,8 @@ from urllib.parse import quote
 
 import gevent
 
-from ..gocompat import NSQ_ACCEPT
-from ..log import Logger
+from ..go.gocompat import NSQ_ACCEPT
+from ..runtime.log import Logger
 
 
 def lookupd_channels(topic: str, addresses: list[str], logger: Logger, connect_timeout: float,

@@ -27,7 +27,7 @@ import gevent
 from gevent.event import Event
 
 from ..core import stats
-from ..listen import split_host_port
+from ..runtime.listen import split_host_port
 
 if TYPE_CHECKING:
     from ..core.nsqd import NSQD

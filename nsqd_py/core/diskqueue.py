@@ -33,7 +33,7 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
-from nsqd_py.log import Logger
+from nsqd_py.runtime.log import Logger
 
 from .errors import BackendError
 from .group_commit import GroupCommit

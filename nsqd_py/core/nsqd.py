@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import gevent
 import orjson
 
-from ..log import Logger
-from ..version import NSQ_VERSION
+from ..runtime.log import Logger
+from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
 from .diskqueue import DiskQueue, DummyBackend
 from .edges import BackendQueue, Client
@@ -27,7 +27,7 @@ from .message import MIN_VALID_MSG_LENGTH
 from .topic import Topic
 
 if TYPE_CHECKING:
-    from ..options import Options
+    from ..daemon.options import Options
     from .channel import Channel
 
 METADATA_FILE = "nsqd.dat"

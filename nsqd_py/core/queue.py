@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..log import Logger
+from ..runtime.log import Logger
 from .edges import BackendQueue
 from .message import (
     PARKED_ATTEMPTS,

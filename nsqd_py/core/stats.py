@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..version import NSQ_VERSION
+from ..runtime.version import NSQ_VERSION
 from .e2e import merged_result
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ from typing import Any
 
 import falcon
 
-from ..durations import format_duration
-from ..gocompat import join_host_port
-from ..log import INFO, Logger
+from ..go.durations import format_duration
+from ..go.gocompat import join_host_port
+from ..runtime.log import INFO, Logger
 from .responses import APIError, Handler
 
 

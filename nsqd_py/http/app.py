@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import falcon
 
-from ..context import ServerContext
-from ..options import TLS_REQUIRED
+from ..daemon.context import ServerContext
+from ..daemon.options import TLS_REQUIRED
 from .config import Config
 from .metrics import Metrics
 from .pub import MPub, Pub

@@ -12,8 +12,8 @@ from typing import Any
 import falcon
 import orjson
 
-from ..context import ServerContext
-from ..log import LEVELS_BY_NAME
+from ..daemon.context import ServerContext
+from ..runtime.log import LEVELS_BY_NAME
 from .body import read_body
 from .responses import APIError
 

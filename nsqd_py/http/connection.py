@@ -22,7 +22,7 @@ from typing import Any
 import gevent
 from gevent.hub import get_hub
 
-from ..listen import send_all
+from ..runtime.listen import send_all
 
 _READ, _WRITE = 1, 2
 

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ..core import stats
-from ..version import NSQ_VERSION
+from ..runtime.version import NSQ_VERSION
 
 if TYPE_CHECKING:
     from ..core.nsqd import NSQD

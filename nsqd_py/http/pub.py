@@ -9,7 +9,7 @@ import falcon
 from ..core.errors import BackendError, ExitingError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
-from ..durations import MILLISECOND
+from ..go.durations import MILLISECOND
 from .body import BodyStream, read_body, read_body_until_broken
 from .params import BOOL_PARAMS, Query, first, topic_from_query
 from .responses import APIError

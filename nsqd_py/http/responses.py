@@ -19,8 +19,8 @@ from typing import Any
 
 import falcon
 
-from .. import jsonenc
-from ..log import Logger
+from ..go import jsonenc
+from ..runtime.log import Logger
 
 JSON_TYPE = "application/json; charset=utf-8"
 TEXT_TYPE = "text/plain; charset=utf-8"

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import falcon
 from falcon.routing import map_http_methods
 
-from ..log import Logger
+from ..runtime.log import Logger
 from .access_log import logged
 from .responses import HTML_TYPE, APIError, Responder, plain_text, status_line, v1
 

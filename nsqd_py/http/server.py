@@ -6,8 +6,8 @@ from __future__ import annotations
 import socket
 import ssl
 
-from ..context import ServerContext
-from ..listen import display_address, remove_socket_file, unix_path
+from ..daemon.context import ServerContext
+from ..runtime.listen import display_address, remove_socket_file, unix_path
 from .app import create_app
 from .wsgi_server import WSGIServer
 

@@ -6,8 +6,8 @@ import time
 from typing import Any
 
 from ..core.stats import Stats
-from ..durations import SECOND, format_duration
-from ..version import version_line
+from ..go.durations import SECOND, format_duration
+from ..runtime.version import version_line
 
 
 def render_stats(stats: Stats, now: float) -> str:

@@ -8,11 +8,11 @@ from typing import Any
 
 import falcon
 
-from ..context import ServerContext
 from ..core import stats
 from ..core.nsqd import NSQD
+from ..daemon.context import ServerContext
+from ..runtime.version import NSQ_VERSION
 from ..tcp.client_stats import client_stats
-from ..version import NSQ_VERSION
 from .params import bool_param, first, request_query
 from .responses import APIError
 from .stats_text import render_stats

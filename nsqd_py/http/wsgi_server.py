@@ -31,7 +31,7 @@ from typing import Any
 import gevent
 from gevent.server import StreamServer
 
-from ..fairness import BusyGuard
+from ..runtime.fairness import BusyGuard
 from .connection import Connection, Outbox, PlainConnection, TLSConnection
 from .request_head import (
     HEAD_TOO_LARGE,

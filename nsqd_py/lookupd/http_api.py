@@ -15,7 +15,7 @@ import falcon
 from ..http.params import first, request_query, topic_channel_args
 from ..http.responses import APIError
 from ..http.routing import falcon_app
-from ..version import NSQ_VERSION
+from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
 from .registration_db import Registration, filter_by_active, keys, subkeys
 

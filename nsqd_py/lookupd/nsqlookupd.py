@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 
 from ..http.wsgi_server import WSGIServer
-from ..listen import ListenError, display_address, listen, port_of
-from ..log import Logger
-from ..version import version_line
+from ..runtime.listen import ListenError, display_address, listen, port_of
+from ..runtime.log import Logger
+from ..runtime.version import version_line
 from .http_api import create_app
 from .options import LookupdOptions
 from .registration_db import RegistrationDB

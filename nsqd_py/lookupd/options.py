@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..durations import MILLISECOND, SECOND, format_duration, parse_duration
-from ..goflags import FlagSet
-from ..log import INFO, LEVEL_NAMES, parse_level
-from ..options import ResolveError, _go_v, _load_toml
+from ..daemon.options import ResolveError, _go_v, _load_toml
+from ..go.durations import MILLISECOND, SECOND, format_duration, parse_duration
+from ..go.goflags import FlagSet
+from ..runtime.log import INFO, LEVEL_NAMES, parse_level
 
 
 @dataclass(slots=True)

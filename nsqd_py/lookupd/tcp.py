@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import orjson
 from gevent.server import StreamServer
 
-from ..durations import format_duration
-from ..gojson import decode_struct
-from ..listen import display_address
+from ..go.durations import format_duration
+from ..go.gojson import decode_struct
+from ..runtime.listen import display_address
+from ..runtime.version import NSQ_VERSION
 from ..tcp.server import peer_address
-from ..version import NSQ_VERSION
 from ..wire.names import is_valid_name
 from .registration_db import PeerInfo, Registration
 
@@ -238,6 +238,6 @@ def _topic_channel(command: str, params: list[str]) -> tuple[str, str]:
 
 
 def _decode_peer(body: bytes, peer: PeerInfo) -> None:
-    """Go's json.Unmarshal into PeerInfo (gojson.py has the rules); GoJSONError, a ValueError, when it fails."""
+    """Go's json.Unmarshal into PeerInfo (go/gojson.py has the rules); GoJSONError, a ValueError, when it fails."""
     for key, value in decode_struct(body, _PEER_STRUCT).items():
         setattr(peer, key, value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ssl
 
 from ..client.connection import Connection
-from ..version import PY_VERSION
+from ..runtime.version import PY_VERSION
 from .options import ConnectOptions
 
 USER_AGENT = f"nsqd_py.spark/{PY_VERSION}"

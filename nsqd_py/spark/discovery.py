@@ -9,7 +9,7 @@ import logging
 
 from ..client.errors import HTTPError
 from ..client.http import endpoint, get_json, lookup_peers, lookup_producers
-from ..gocompat import join_host_port
+from ..go.gocompat import join_host_port
 
 log = logging.getLogger(__name__)
 

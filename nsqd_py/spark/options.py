@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..durations import MILLISECOND, parse_duration
+from ..go.durations import MILLISECOND, parse_duration
 from ..wire.names import is_valid_name
 
 _TRUE = {"true", "1", "yes", "on"}

@@ -16,7 +16,7 @@ import requests
 from ..client.connection import split_address
 from ..client.errors import HTTPError
 from ..client.http import DEFAULT_TIMEOUT, endpoint, nsqd_stats
-from ..gocompat import join_host_port
+from ..go.gocompat import join_host_port
 from .discovery import topic_nodes
 from .options import ConnectOptions, OptionError
 

@@ -21,9 +21,9 @@ from gevent.event import Event
 from gevent.lock import Semaphore
 
 from ..core.consumer import STATE_CLOSING, Consumer
-from ..fairness import BusyGuard
-from ..listen import send_all
-from ..tlsconfig import cipher_suite_name, version_name
+from ..daemon.tlsconfig import cipher_suite_name, version_name
+from ..runtime.fairness import BusyGuard
+from ..runtime.listen import send_all
 from ..wire.compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..gojson import decode_struct
+from ..go.gojson import decode_struct
 
 # (json key, Go field name, type) in the order of nsqd's struct, which is also its log dump order.
 _FIELDS: tuple[tuple[str, str, type], ...] = (
@@ -62,7 +62,7 @@ class IdentifyData:
 
 
 def parse_identify(body: bytes, topology: bool = False) -> IdentifyData:
-    """Decode like Go's json.Unmarshal into nsqd 1.3.0's identifyDataV2 (gojson.py has the rules); the
+    """Decode like Go's json.Unmarshal into nsqd 1.3.0's identifyDataV2 (go/gojson.py has the rules); the
     development branch's topology fields are known only when ``topology`` (its experiment) is on."""
     fields = _TOPOLOGY_STRUCT if topology else _STRUCT
     return IdentifyData(**decode_struct(body, fields))

@@ -8,22 +8,22 @@ from typing import TYPE_CHECKING
 
 import gevent
 
-from .. import jsonenc
 from ..cluster.auth import AuthError, AuthServers, AuthState
 from ..core.consumer import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED
 from ..core.errors import BackendError, ExitingError, MessageError
 from ..core.message import MSG_ID_LENGTH
-from ..gocompat import go_quote
-from ..options import TOPOLOGY_EXPERIMENT
-from ..version import NSQ_VERSION
+from ..daemon.options import TOPOLOGY_EXPERIMENT
+from ..go import jsonenc
+from ..go.gocompat import go_quote
+from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
 from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost
 from .errors import ClientError, FatalClientError, client_text
 from .identify import IdentifyData, parse_identify
 
 if TYPE_CHECKING:
-    from ..context import ServerContext
     from ..core.topic import Topic
+    from ..daemon.context import ServerContext
 
 OK = b"OK"
 _INT32 = struct.Struct(">i")

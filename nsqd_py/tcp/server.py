@@ -8,9 +8,9 @@ import struct
 
 from gevent.server import StreamServer
 
-from ..context import ServerContext
-from ..gocompat import join_host_port
-from ..listen import display_address, remove_socket_file, unix_path
+from ..daemon.context import ServerContext
+from ..go.gocompat import join_host_port
+from ..runtime.listen import display_address, remove_socket_file, unix_path
 from .client import ClientV2
 from .protocol import ProtocolV2
 

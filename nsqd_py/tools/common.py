@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from ..durations import MILLISECOND, SECOND, parse_duration
-from ..goflags import FlagSet, parse_bool, parse_int
-from ..log import DEBUG, ERROR, FATAL, INFO, WARN
-from ..version import NSQ_VERSION, PY_VERSION
+from ..go.durations import MILLISECOND, SECOND, parse_duration
+from ..go.goflags import FlagSet, parse_bool, parse_int
+from ..runtime.log import DEBUG, ERROR, FATAL, INFO, WARN
+from ..runtime.version import NSQ_VERSION, PY_VERSION
 
 
 def tool_main(parse_options: Callable[[list[str]], Any], run: Callable[[Any], object]) -> Callable[..., None]:

@@ -14,8 +14,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..durations import SECOND, format_duration
-from ..log import INFO, WARN
+from ..go.durations import SECOND, format_duration
+from ..runtime.log import INFO, WARN
 from .filenames import current_filename, with_rev
 
 LogFunc = Callable[[int, str], None]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..client import HTTPError, lookup_producers, nsqd_stats
-from ..durations import SECOND
-from ..goflags import FlagSet, parse_int
-from ..version import version_line
+from ..go.durations import SECOND
+from ..go.goflags import FlagSet, parse_int
+from ..runtime.version import version_line
 from .common import log_fatal
 from .stat_table import HEADER, HEADER_EVERY, ChannelTotals, channel_totals, row
 

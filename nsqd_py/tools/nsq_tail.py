@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..client import Consumer, Message
-from ..goflags import FlagSet
-from ..version import version_line
+from ..go.goflags import FlagSet
+from ..runtime.version import version_line
 from .common import ClientSettings, add_source_flags, client_settings, gonsq_log, log_fatal, log_printf, user_agent
 
 APP = "nsq_tail"

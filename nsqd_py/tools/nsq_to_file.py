@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..client import Consumer, HTTPError, lookupd_topics
-from ..durations import SECOND
-from ..goflags import FlagSet
-from ..log import ERROR, FATAL, WARN, Logger, parse_level
-from ..version import version_line
+from ..go.durations import SECOND
+from ..go.goflags import FlagSet
+from ..runtime.log import ERROR, FATAL, WARN, Logger, parse_level
+from ..runtime.version import version_line
 from .common import ClientSettings, add_source_flags, client_settings, log_fatal, user_agent
 from .file_logger import FatalError, FileLogger, FileOptions
 from .filenames import filename_template

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import urllib3
 
 from ..client import Message
-from ..durations import SECOND
-from ..goflags import FlagSet
-from ..version import version_line
+from ..go.durations import SECOND
+from ..go.goflags import FlagSet
+from ..runtime.version import version_line
 from .common import ClientSettings, add_source_flags, client_settings, log_fatal, log_printf, user_agent
 from .relay import TimerMetrics, host_selector, make_consumers, relay
 

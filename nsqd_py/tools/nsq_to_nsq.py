@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..client import Message, NSQError, Producer
-from ..goflags import FlagSet
-from ..version import version_line
+from ..go.goflags import FlagSet
+from ..runtime.version import version_line
 from .common import ClientSettings, add_source_flags, client_settings, log_fatal, log_printf, user_agent
 from .relay import TimerMetrics, host_selector, make_consumers, relay
 

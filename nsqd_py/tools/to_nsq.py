@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from ..client import NSQError, Producer
-from ..goflags import FlagSet
+from ..go.goflags import FlagSet
 from .common import ClientSettings, client_settings, go_dial_error, log_fatal, user_agent
 
 APP = "to_nsq"

@@ -7,7 +7,7 @@ import threading
 import time
 
 from ..client import Consumer, Message
-from ..log import INFO
+from ..runtime.log import INFO
 from .file_logger import FileLogger
 
 #: how often a waiting router looks at its term/hup flags

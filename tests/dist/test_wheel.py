@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from nsqd_py.version import NSQ_VERSION
+from nsqd_py.runtime.version import NSQ_VERSION
 from tests.support import RawConn, free_port, wait_until
 from tests.unit.test_build import _have_compiler
 

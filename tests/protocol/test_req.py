@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from nsqd_py.durations import SECOND
+from nsqd_py.go.durations import SECOND
 from tests.inprocess import InProcessFactory
 from tests.protocol.raw import nothing_arrives, publish, raw_subscriber, recv_message, settled_ok
 from tests.support import NsqdProcess

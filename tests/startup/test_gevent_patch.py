@@ -1,4 +1,4 @@
-"""nsqd_py.gevent_patch: monkey-patching with one entry-point scan still runs gevent's plugins, and leaves
+"""nsqd_py.daemon.gevent_patch: monkey-patching with one entry-point scan still runs gevent's plugins, and leaves
 importlib.metadata as it was."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ fake = fake_gevent_plugin:did
 PROBE = '''
 from importlib import metadata
 before = metadata.entry_points
-from nsqd_py.gevent_patch import patch_all
+from nsqd_py.daemon.gevent_patch import patch_all
 patch_all()
 from gevent import monkey
 print("socket patched", monkey.is_module_patched("socket"))

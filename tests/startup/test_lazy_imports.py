@@ -13,11 +13,11 @@ pytestmark = pytest.mark.process  # a Python subprocess: this one has imported e
 #: the modules apps/nsqd.py imports before program.init() opens the listeners
 PROBE = '''
 import sys
-from nsqd_py.gevent_patch import patch_all
+from nsqd_py.daemon.gevent_patch import patch_all
 patch_all()
-from nsqd_py.options import options_or_exit
+from nsqd_py.daemon.options import options_or_exit
 from nsqd_py import service
-from nsqd_py.program import NSQDProgram
+from nsqd_py.daemon.program import NSQDProgram
 print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in {"requests", "prometheus_client"})))
 '''
 

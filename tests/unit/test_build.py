@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import nsqd_py
-from nsqd_py.pure_python import pure_requested
+from nsqd_py.runtime.pure_python import pure_requested
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = "import nsqd_py; from nsqd_py.core import channel, queue; print(nsqd_py.is_compiled(), queue.__file__)"

@@ -16,8 +16,8 @@ from nsqd_py.core.guid import GuidFactory
 from nsqd_py.core.message import Message, decode_record
 from nsqd_py.core.nsqd import NSQD
 from nsqd_py.core.queue import unpark
-from nsqd_py.log import Logger
-from nsqd_py.options import Options
+from nsqd_py.daemon.options import Options
+from nsqd_py.runtime.log import Logger
 from nsqd_py.wire.names import is_valid_name
 
 

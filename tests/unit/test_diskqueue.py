@@ -17,7 +17,7 @@ import pytest
 from nsqd_py.core import diskqueue as dq_module
 from nsqd_py.core.diskqueue import DiskQueue, DummyBackend
 from nsqd_py.core.errors import BackendError
-from nsqd_py.log import DEBUG, Logger
+from nsqd_py.runtime.log import DEBUG, Logger
 
 MIN_SIZE = 26
 MAX_SIZE = 26 + 1024 * 1024

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsqd_py.durations import HOUR, MICROSECOND, MILLISECOND, MINUTE, SECOND, format_duration, parse_duration
+from nsqd_py.go.durations import HOUR, MICROSECOND, MILLISECOND, MINUTE, SECOND, format_duration, parse_duration
 
 MAX = (1 << 63) - 1
 

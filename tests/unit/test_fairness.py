@@ -7,8 +7,8 @@ import time
 import gevent
 import pytest
 
-from nsqd_py import fairness
-from nsqd_py.fairness import BUSY_BUDGET_SECONDS, BusyGuard
+from nsqd_py.runtime import fairness
+from nsqd_py.runtime.fairness import BUSY_BUDGET_SECONDS, BusyGuard
 
 
 def burn(seconds: float) -> None:

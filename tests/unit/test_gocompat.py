@@ -1,8 +1,8 @@
-"""The Go-compatibility helpers every layer shares (nsqd_py/gocompat.py)."""
+"""The Go-compatibility helpers every layer shares (nsqd_py/go/gocompat.py)."""
 
 from __future__ import annotations
 
-from nsqd_py.gocompat import go_quote, join_host_port
+from nsqd_py.go.gocompat import go_quote, join_host_port
 
 
 def test_go_quote() -> None:

@@ -12,26 +12,34 @@ import nsqd_py
 PACKAGE = Path(nsqd_py.__file__).parent
 APPS = PACKAGE.parent / "apps"  # installed as nsqd_py.apps
 
-_SERVER = ("nsqd_py.core", "nsqd_py.tcp", "nsqd_py.http", "nsqd_py.cluster", "nsqd_py.context", "nsqd_py.program",
-           "nsqd_py.service", "nsqd_py.gunicorn_support", "nsqd_py.lookupd")
+_FRONT = ("nsqd_py.tcp", "nsqd_py.http", "nsqd_py.cluster", "nsqd_py.lookupd", "nsqd_py.daemon.context",
+          "nsqd_py.daemon.program", "nsqd_py.daemon.service", "nsqd_py.daemon.gunicorn_support")
+_SERVER = ("nsqd_py.core", *_FRONT)
 _CLIENT_SIDE = ("nsqd_py.client", "nsqd_py.tools", "nsqd_py.spark", "nsqd_py.testing", "nsqd_py.pytest_plugin")
 _EXECUTABLES = ("nsqd_py.apps",)
+_ABOVE_HELPERS = (*_SERVER, "nsqd_py.daemon", "nsqd_py.wire", *_CLIENT_SIDE, *_EXECUTABLES)
 
-#: what each part of the package may not import. core is the broker (no front door, cluster or client); wire is
-#: what client and server both speak (it imports nothing of ours); the client side (the blocking client, the
-#: tools, Spark, the test helpers users get) never imports the server; no library module imports an executable.
+#: what each part of the package may not import. go/ and runtime/ are helpers under everything; core is the broker
+#: (no front door, cluster, daemon assembly or client; it reads daemon/options); wire is what client and server both
+#: speak (it imports nothing of ours); the client side (the blocking client, the tools, Spark, the test helpers
+#: users get) never imports the server; no library module imports an executable.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "core": ("nsqd_py.tcp", "nsqd_py.http", "nsqd_py.cluster", "nsqd_py.context", "nsqd_py.program",
-             "nsqd_py.lookupd", *_CLIENT_SIDE, *_EXECUTABLES),
+    "go": (*_ABOVE_HELPERS, "nsqd_py.runtime"),
+    "runtime": _ABOVE_HELPERS,
     "wire": ("nsqd_py.",),
-    "client": (*_SERVER, "nsqd_py.tools", "nsqd_py.spark", "nsqd_py.testing", *_EXECUTABLES),
-    "tools": (*_SERVER, "nsqd_py.spark", "nsqd_py.testing", *_EXECUTABLES),
-    "spark": (*_SERVER, "nsqd_py.tools", "nsqd_py.testing", *_EXECUTABLES),
-    "tcp": ("nsqd_py.http", "nsqd_py.lookupd", "nsqd_py.program", *_CLIENT_SIDE, *_EXECUTABLES),
-    "http": ("nsqd_py.lookupd", "nsqd_py.program", *_CLIENT_SIDE, *_EXECUTABLES),
-    "cluster": ("nsqd_py.tcp", "nsqd_py.http", "nsqd_py.lookupd", "nsqd_py.program", *_CLIENT_SIDE, *_EXECUTABLES),
-    "lookupd": ("nsqd_py.cluster", "nsqd_py.context", "nsqd_py.program", *_CLIENT_SIDE, *_EXECUTABLES),
-    "top level": _EXECUTABLES,
+    "core": ("nsqd_py.tcp", "nsqd_py.http", "nsqd_py.cluster", "nsqd_py.lookupd", "nsqd_py.daemon.context",
+             "nsqd_py.daemon.program", "nsqd_py.daemon.service", "nsqd_py.daemon.gunicorn_support", *_CLIENT_SIDE,
+             *_EXECUTABLES),
+    "tcp": ("nsqd_py.http", "nsqd_py.lookupd", "nsqd_py.daemon.program", *_CLIENT_SIDE, *_EXECUTABLES),
+    "http": ("nsqd_py.lookupd", "nsqd_py.daemon.program", *_CLIENT_SIDE, *_EXECUTABLES),
+    "cluster": ("nsqd_py.tcp", "nsqd_py.http", "nsqd_py.lookupd", "nsqd_py.daemon.program", *_CLIENT_SIDE,
+                *_EXECUTABLES),
+    "lookupd": ("nsqd_py.cluster", "nsqd_py.daemon.context", "nsqd_py.daemon.program", *_CLIENT_SIDE, *_EXECUTABLES),
+    "daemon": (*_CLIENT_SIDE, *_EXECUTABLES),
+    "client": (*_SERVER, "nsqd_py.daemon", "nsqd_py.tools", "nsqd_py.spark", "nsqd_py.testing", *_EXECUTABLES),
+    "tools": (*_SERVER, "nsqd_py.daemon", "nsqd_py.spark", "nsqd_py.testing", *_EXECUTABLES),
+    "spark": (*_SERVER, "nsqd_py.daemon", "nsqd_py.tools", "nsqd_py.testing", *_EXECUTABLES),
+    "top level": (*_FRONT, "nsqd_py.daemon", *_EXECUTABLES),  # __init__ asks core whether it is compiled
 }
 
 
@@ -82,4 +90,4 @@ def test_testing_helpers_use_the_client_only() -> None:
 def test_import_walk_sees_relative_imports() -> None:
     """Guards the test above against passing because it reads nothing."""
     assert "nsqd_py.core.topic" in imported_modules(PACKAGE / "core" / "nsqd.py")
-    assert "nsqd_py.context" in imported_modules(PACKAGE / "program.py")
+    assert "nsqd_py.daemon.context" in imported_modules(PACKAGE / "daemon" / "program.py")

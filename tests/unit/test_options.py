@@ -11,19 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqd_py.durations import MILLISECOND, MINUTE, SECOND
-from nsqd_py.gocompat import go_quote
-from nsqd_py.goflags import (
-    FlagError,
-    FlagSet,
-    HelpRequested,
-    NumError,
-    format_float,
-    parse_bool,
-    parse_float,
-    parse_int,
-)
-from nsqd_py.options import (
+from nsqd_py.daemon.options import (
     CONFIG_KEYS,
     TLS_NOT_REQUIRED,
     TLS_REQUIRED,
@@ -37,6 +25,18 @@ from nsqd_py.options import (
     expand_statsd_prefix,
     parse_options,
     toml_defaults,
+)
+from nsqd_py.go.durations import MILLISECOND, MINUTE, SECOND
+from nsqd_py.go.gocompat import go_quote
+from nsqd_py.go.goflags import (
+    FlagError,
+    FlagSet,
+    HelpRequested,
+    NumError,
+    format_float,
+    parse_bool,
+    parse_float,
+    parse_int,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqd_py import sdnotify
+from nsqd_py.daemon import sdnotify
 
 
 def receiver(address: str) -> socket.socket:

@@ -6,19 +6,19 @@ import socket
 
 import gevent
 
+from ..cluster.auth import AuthServers
+from ..cluster.lookup import LookupLoop
+from ..cluster.statsd import StatsdPusher
+from ..core.nsqd import NSQD, StartupError
+from ..http.server import HTTPServer
+from ..runtime.listen import ListenError, listen, port_of
+from ..runtime.log import Logger
+from ..runtime.version import version_line
+from ..tcp.server import TCPServer
 from . import sdnotify
-from .cluster.auth import AuthServers
-from .cluster.lookup import LookupLoop
-from .cluster.statsd import StatsdPusher
 from .context import ServerContext
-from .core.nsqd import NSQD, StartupError
-from .http.server import HTTPServer
-from .listen import ListenError, listen, port_of
-from .log import Logger
 from .options import Options
-from .tcp.server import TCPServer
 from .tlsconfig import TLSConfigError, build_server_context
-from .version import version_line
 
 #: how long stop() waits for connection greenlets to notice their closed sockets
 _DRAIN_SECONDS = 2.0

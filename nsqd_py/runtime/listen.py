@@ -7,7 +7,7 @@ import os
 import socket
 from types import ModuleType
 
-from .gocompat import join_host_port
+from ..go.gocompat import join_host_port
 
 
 class ListenError(Exception):

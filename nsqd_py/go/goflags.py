@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal, NoReturn, TextIO
 
-from nsqd_py.durations import format_duration, parse_duration
-from nsqd_py.gocompat import go_quote
+from nsqd_py.go.durations import format_duration, parse_duration
+from nsqd_py.go.gocompat import go_quote
 
 Kind = Literal["string", "int", "bool", "duration", "float", "list"]
 Setter = Callable[[str, Any], Any]

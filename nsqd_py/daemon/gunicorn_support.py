@@ -31,8 +31,8 @@ import gevent
 from gunicorn.arbiter import Arbiter
 from gunicorn.workers.ggevent import GeventWorker
 
-from .listen import is_unix_address, port_of
-from .log import Logger
+from ..runtime.listen import is_unix_address, port_of
+from ..runtime.log import Logger
 from .options import Options, options_or_exit
 
 if TYPE_CHECKING:
@@ -94,8 +94,8 @@ class NSQDApplication:
         the master shuts down instead of respawning the worker forever.
         """
         # the worker's imports, after gunicorn's monkey-patching (see the module docstring)
-        from .core.nsqd import StartupError
-        from .http.app import create_app
+        from ..core.nsqd import StartupError
+        from ..http.app import create_app
         from .program import NSQDProgram
 
         logger = Logger(opts.log_prefix, opts.log_level)

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsqd_py.durations import HOUR, MILLISECOND, MINUTE, SECOND, format_duration, parse_duration
-from nsqd_py.gocompat import go_quote
-from nsqd_py.goflags import FlagSet, Kind, Setter, format_float, parse_bool, parse_float, parse_int
-from nsqd_py.log import INFO, LEVEL_NAMES, Logger, parse_level
-from nsqd_py.version import version_line
+from nsqd_py.go.durations import HOUR, MILLISECOND, MINUTE, SECOND, format_duration, parse_duration
+from nsqd_py.go.gocompat import go_quote
+from nsqd_py.go.goflags import FlagSet, Kind, Setter, format_float, parse_bool, parse_float, parse_int
+from nsqd_py.runtime.log import INFO, LEVEL_NAMES, Logger, parse_level
+from nsqd_py.runtime.version import version_line
 
 TLS_NOT_REQUIRED = 0
 TLS_REQUIRED_EXCEPT_HTTP = 1  # "tcp-https": TLS on TCP, plain HTTP allowed

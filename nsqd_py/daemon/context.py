@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .cluster.auth import AuthServers
-    from .cluster.lookup import LookupLoop
-    from .core.nsqd import NSQD
-    from .log import Logger
+    from ..cluster.auth import AuthServers
+    from ..cluster.lookup import LookupLoop
+    from ..core.nsqd import NSQD
+    from ..runtime.log import Logger
     from .options import Options
 
 
