@@ -54,10 +54,14 @@ class _Server:
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         self.tcp_port = free_port()
-        self.http_port = free_port()
-        self.log_path = self.data_dir / f"{self.name}.log"
+        self.http_port: int | None = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        """One log per port, so a server restarted on the same directory has a log of its own."""
+        return self.data_dir / f"{self.name}-{self.tcp_port}.log"
 
     @property
     def tcp_address(self) -> str:
@@ -71,15 +75,21 @@ class _Server:
     def http_url(self) -> str:
         return f"http://{self.http_address}"
 
-    def args(self) -> list[str]:
-        return [sys.executable, "-m", self.module, f"--tcp-address={self.tcp_address}",
-                f"--http-address={self.http_address}", *self.flags]
+    def command(self) -> list[str]:
+        """The executable: this Python running the daemon's module."""
+        return [sys.executable, "-m", self.module]
 
-    def start(self) -> _Server:
+    def args(self) -> list[str]:
+        http = f"--http-address={self.http_address}" if self.http_port else "--http-address="
+        return [*self.command(), f"--tcp-address={self.tcp_address}", http, *self.flags]
+
+    def start(self, timeout: float | None = None) -> _Server:
+        """Start it and wait until its ports answer (``timeout``: instead of ``start_timeout``)."""
+        wait = self.start_timeout if timeout is None else timeout
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + self.start_timeout
+        deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise ServerError(f"{self.name} exited with {self.process.returncode}:\n{self.log()}")
@@ -87,23 +97,26 @@ class _Server:
                 return self
             time.sleep(0.05)
         self.stop()
-        raise ServerError(f"{self.name} did not start in {self.start_timeout} s:\n{self.log()}")
+        raise ServerError(f"{self.name} did not start in {wait} s:\n{self.log()}")
 
     def _answers(self) -> bool:
+        """Its TCP port accepts and, with HTTP, /ping answers (only once the daemon has fully started)."""
         try:
             with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
                 pass
+            if self.http_port is None:
+                return True
             with urllib.request.urlopen(f"{self.http_url}/ping", timeout=1) as reply:
                 return reply.status == 200
         except OSError:
             return False
 
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM (a clean nsqd shutdown), SIGKILL after ``timeout``; returns the exit status."""
+    def stop(self, timeout: float = 30.0, sig: int = signal.SIGTERM) -> int | None:
+        """``sig`` (SIGTERM: a clean nsqd shutdown), SIGKILL after ``timeout``; returns the exit status."""
         code = None
         if self.process is not None:
             if self.process.poll() is None:
-                self.process.send_signal(signal.SIGTERM)
+                self.process.send_signal(sig)
                 try:
                     self.process.wait(timeout)
                 except subprocess.TimeoutExpired:
@@ -139,10 +152,13 @@ class NsqdServer(_Server):
     name = "nsqd"
 
     def __init__(self, *flags: str, lookupd: LookupdServer | None = None, data_dir: str | Path | None = None,
-                 start_timeout: float = 20.0) -> None:
+                 start_timeout: float = 20.0, http: bool = True) -> None:
+        """``http=False``: no HTTP listener (`--http-address=`)."""
         if lookupd is not None:
             flags = (*flags, f"--lookupd-tcp-address={lookupd.tcp_address}")
         super().__init__(*flags, data_dir=data_dir, start_timeout=start_timeout)
+        if not http:
+            self.http_port = None
 
     def args(self) -> list[str]:
         return [*super().args(), f"--data-path={self.data_dir}"]
@@ -194,9 +210,9 @@ class NsqdServer(_Server):
             if err.code != 404:
                 raise
 
-    def stats(self, topic: str = "") -> dict:
-        """/stats as JSON (for ``topic`` only when given)."""
-        query = urllib.parse.urlencode({"format": "json", **({"topic": topic} if topic else {})})
+    def stats(self, topic: str = "", **params: str) -> dict:
+        """/stats as JSON (for ``topic`` only when given; ``params``: more of its parameters, `channel=...`)."""
+        query = urllib.parse.urlencode({"format": "json", **({"topic": topic} if topic else {}), **params})
         with urllib.request.urlopen(f"{self.http_url}/stats?{query}", timeout=10) as reply:
             return json.loads(reply.read())
 
@@ -206,13 +222,6 @@ class LookupdServer(_Server):
 
     module = "nsqd_py.apps.nsqlookupd"
     name = "nsqlookupd"
-
-    def _answers(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.http_url}/ping", timeout=1) as reply:
-                return reply.status == 200
-        except OSError:
-            return False
 
     def __enter__(self) -> LookupdServer:
         self.start()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import socket
 import struct
 import subprocess
@@ -17,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-import requests
+
+from nsqd_py.testing import NsqdServer
 
 REPO = Path(__file__).resolve().parent.parent
 NSQD_BIN = Path(sys.executable).parent / "nsqd"
@@ -27,94 +27,35 @@ GO_FIXTURES = Path(os.environ.get("NSQ_GO_FIXTURES", REPO.parent / "shared" / "f
 FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ServerProcess:
-    """A server executable run by a test: its output goes to ``log_path``; stop() signals and reaps it."""
-
-    proc: subprocess.Popen | None = None
-    log_path: Path
-
-    def _launch(self, args: list[str]) -> subprocess.Popen:
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
-        return self.proc
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
-class NsqdProcess(ServerProcess):
-    """The real nsqd executable on free loopback ports with its own data dir."""
+class NsqdProcess(NsqdServer):
+    """nsqd_py.testing's server, run from the installed `nsqd` script, with what the suite adds: raw HTTP
+    requests and protocol V2 connections (InProcessNsqd answers the same calls in-process)."""
 
     def __init__(self, data_path: Path, *extra: str, http: bool = True) -> None:
-        self.data_path = Path(data_path)
-        self.data_path.mkdir(parents=True, exist_ok=True)
-        self.tcp_port = free_port()
-        self.http_port = free_port() if http else None
-        self.extra = list(extra)
-        self.log_path = self.data_path / f"nsqd-{self.tcp_port}.log"
+        super().__init__(*extra, data_dir=data_path, http=http)
+
+    def command(self) -> list[str]:
+        return [str(NSQD_BIN)]
 
     @property
-    def tcp_address(self) -> str:
-        return f"127.0.0.1:{self.tcp_port}"
+    def data_path(self) -> Path:
+        return self.data_dir
 
     @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.process
 
-    def args(self) -> list[str]:
-        http = f"--http-address=127.0.0.1:{self.http_port}" if self.http_port else "--http-address="
-        return [str(NSQD_BIN), f"--tcp-address={self.tcp_address}", http, f"--data-path={self.data_path}",
-                *self.extra]
-
-    def start(self, timeout: float = 20) -> NsqdProcess:
-        self.proc = self._launch(self.args())
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"nsqd exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                self._connect_tcp()
-                if self.http_port:  # /ping answers only once nsqd is fully started (signal handlers installed)
-                    requests.get(f"{self.http_url}/ping", timeout=1)
-                return self
-            except (OSError, requests.RequestException):
-                time.sleep(0.05)
-        raise RuntimeError(f"nsqd did not start:\n{self.log()}")
-
-    def _connect_tcp(self) -> None:
-        """One connection to the TCP listener and closed again: OSError until it is listening."""
-        with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
-            pass
-
-    def stats(self, **params: str) -> dict:
-        return requests.get(f"{self.http_url}/stats", params={"format": "json", **params}, timeout=5).json()
+    def start(self, timeout: float | None = None) -> NsqdProcess:
+        super().start(timeout)
+        return self
 
     def request(self, method: str, target: str, body: bytes | None = None,
                 headers: list[tuple[str, str]] | None = None) -> Reply:
-        """One HTTP request to this nsqd (see `request`); InProcessNsqd answers the same call in-process."""
+        """One HTTP request to this nsqd (see `request`)."""
         return request(self.http_port, method, target, body, headers)  # type: ignore[arg-type]
 
     def connect(self, magic: bytes = b"  V2", timeout: float = 5) -> RawConn:
-        """A raw protocol V2 connection to this nsqd; InProcessNsqd answers the same call over a socket pair."""
+        """A raw protocol V2 connection to this nsqd."""
         return RawConn(self.tcp_port, magic=magic, timeout=timeout)
 
 

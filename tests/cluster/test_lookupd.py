@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from nsqd_py.testing import free_port
 from tests.cluster.util import NSQLOOKUPD_BIN, LookupdProcess, RawLookupConn
-from tests.support import free_port, wait_until
+from tests.support import wait_until
 
 
 @pytest.fixture(scope="module")

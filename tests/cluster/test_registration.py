@@ -7,9 +7,10 @@ import signal
 
 import requests
 
+from nsqd_py.testing import free_port
 from tests.cluster.conftest import LookupdFactory
 from tests.cluster.util import LookupdProcess
-from tests.support import NsqdProcess, RawConn, free_port, wait_until
+from tests.support import NsqdProcess, RawConn, wait_until
 
 
 def _post(nsqd: NsqdProcess, path: str, **params: str) -> None:
@@ -67,7 +68,7 @@ def test_killed_nsqd_leaves_lookup(lookupd_factory: LookupdFactory, cluster_nsqd
     for nsqd in (first, second):
         _post(nsqd, "/topic/create", topic="kill")
     wait_until(lambda: lookupd.producer_ports("kill") == {first.tcp_port, second.tcp_port})
-    first.stop(signal.SIGKILL)
+    first.stop(sig=signal.SIGKILL)
     wait_until(lambda: lookupd.producer_ports("kill") == {second.tcp_port}, timeout=5)
     assert [n["tcp_port"] for n in lookupd.get("/nodes").json()["producers"]] == [second.tcp_port]
 

@@ -6,53 +6,31 @@ import json
 import socket
 import struct
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from tests.support import ServerProcess, free_port
+from nsqd_py.testing import LookupdServer
 
 NSQLOOKUPD_BIN = Path(sys.executable).parent / "nsqlookupd"
 
 
-class LookupdProcess(ServerProcess):
-    """The installed nsqlookupd on free loopback ports, broadcasting 127.0.0.1."""
+class LookupdProcess(LookupdServer):
+    """nsqd_py.testing's nsqlookupd, run from the installed script, broadcasting 127.0.0.1; ``tcp_port`` to
+    restart one on the port its nsqd nodes know."""
 
     def __init__(self, log_dir: Path, *extra: str, tcp_port: int | None = None) -> None:
-        self.tcp_port = tcp_port or free_port()
-        self.http_port = free_port()
-        self.extra = list(extra)
-        self.log_path = Path(log_dir) / f"nsqlookupd-{self.tcp_port}.log"
+        super().__init__("--broadcast-address=127.0.0.1", *extra, data_dir=log_dir)
+        if tcp_port is not None:
+            self.tcp_port = tcp_port
 
-    @property
-    def tcp_address(self) -> str:
-        return f"127.0.0.1:{self.tcp_port}"
+    def command(self) -> list[str]:
+        return [str(NSQLOOKUPD_BIN)]
 
-    @property
-    def http_address(self) -> str:
-        return f"127.0.0.1:{self.http_port}"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://{self.http_address}"
-
-    def start(self, timeout: float = 20) -> LookupdProcess:
-        args = [str(NSQLOOKUPD_BIN), f"--tcp-address={self.tcp_address}", f"--http-address={self.http_address}",
-                "--broadcast-address=127.0.0.1", *self.extra]
-        self.proc = self._launch(args)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"nsqlookupd exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                requests.get(f"{self.http_url}/ping", timeout=1)
-                with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
-                    return self
-            except (OSError, requests.RequestException):
-                time.sleep(0.05)
-        raise RuntimeError(f"nsqlookupd did not start:\n{self.log()}")
+    def start(self, timeout: float | None = None) -> LookupdProcess:
+        super().start(timeout)
+        return self
 
     def get(self, path: str, **params: str) -> requests.Response:
         return requests.get(f"{self.http_url}{path}", params=params, timeout=5)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import FRAME_RESPONSE, REPO, RawConn, drain, free_port, mpub_body
+from nsqd_py.testing import free_port
+from tests.support import FRAME_RESPONSE, REPO, RawConn, drain, mpub_body
 
 GUNICORN_BIN = Path(sys.executable).parent / "gunicorn"
 CONFIG = REPO / "configs" / "gunicorn.conf.py"

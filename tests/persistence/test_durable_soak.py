@@ -119,7 +119,7 @@ def test_kill_9_soak_loses_nothing_acknowledged(tmp_path: Path) -> None:
             load = Load(proc, f"k{kill}", acknowledged, finished)
             wait_until(lambda start=before: len(acknowledged) - start > 500, timeout=60, what="the load to get going")
             time.sleep(0.3 + 0.4 * kill)  # the kill lands somewhere else in the write/sync cycle each time
-            proc.stop(signal.SIGKILL)
+            proc.stop(sig=signal.SIGKILL)
             load.stop()
         go_copy = tmp_path / "go"
         if GO_NSQD.exists():
@@ -137,4 +137,4 @@ def test_kill_9_soak_loses_nothing_acknowledged(tmp_path: Path) -> None:
             assert not missing, f"Go lost {len(missing)} of {len(acknowledged)} acknowledged, e.g. {missing[:5]}"
     finally:
         for proc in procs:
-            proc.stop(signal.SIGKILL)
+            proc.stop(sig=signal.SIGKILL)

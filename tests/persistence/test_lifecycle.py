@@ -96,7 +96,7 @@ def test_kill_9_loses_nothing_acknowledged_with_sync_every_1(nsqd_factory, tmp_p
         consumer.send(b"FIN " + msg.id)
     consumer.send("NOP")
     wait_until(lambda: proc.stats()["topics"][0]["channels"][0]["in_flight_count"] == 40)
-    proc.stop(signal.SIGKILL)
+    proc.stop(sig=signal.SIGKILL)
 
     proc2 = nsqd_factory(*flags, data_path=data)
     back = Counter(m.body for m in drain(proc2.tcp_port, "durable", "c"))
@@ -230,7 +230,7 @@ def test_kill_9_under_load_loses_nothing_acknowledged(nsqd_factory, tmp_path: Pa
         thread.start()
     wait_until(lambda: len(acknowledged) > 100, timeout=30)  # the load got going (fsync-bound on a slow disk)
     time.sleep(kill_after)
-    proc.stop(signal.SIGKILL)
+    proc.stop(sig=signal.SIGKILL)
     stop.set()
     for thread in threads:
         thread.join(10)

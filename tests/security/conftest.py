@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from nsqd_py.testing import free_port
 from tests.security.certs import Pki, make_pki
 from tests.security.util import AuthServer
-from tests.support import free_port
 
 
 @pytest.fixture(scope="session")

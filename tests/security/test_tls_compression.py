@@ -15,10 +15,11 @@ import gnsq
 import pytest
 import requests
 
+from nsqd_py.testing import free_port
 from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, settle
 from tests.security.certs import Pki, make_pki
 from tests.security.util import FRAME_RESPONSE, SecureConn, client_context
-from tests.support import NsqdProcess, free_port, wait_until
+from tests.support import NsqdProcess, wait_until
 
 N = 150
 

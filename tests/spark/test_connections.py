@@ -14,11 +14,12 @@ from nsqd_py.spark.consumer import Consumer
 from nsqd_py.spark.discovery import all_nodes, topic_producers
 from nsqd_py.spark.options import ReadOptions, WriteOptions
 from nsqd_py.spark.writer import NSQWriter
+from nsqd_py.testing import free_port
 from tests.cluster.util import LookupdProcess
 from tests.security.certs import make_pki
 from tests.security.util import AuthServer
 from tests.spark.util import drained, publish
-from tests.support import NsqdProcess, free_port, wait_until
+from tests.support import NsqdProcess, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,9 @@ from nsqd_py.spark.consumer import Consumer
 from nsqd_py.spark.control import DrainServer
 from nsqd_py.spark.driver_reader import DriverStreamReader
 from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
+from nsqd_py.testing import free_port
 from tests.spark.util import channel_stats, drained, publish
-from tests.support import NsqdProcess, free_port, wait_until
+from tests.support import NsqdProcess, wait_until
 
 pytestmark = pytest.mark.slow
 

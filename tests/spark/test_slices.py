@@ -20,8 +20,9 @@ from nsqd_py.spark.planner import ChannelState, UnreachableError, plan_slices
 from nsqd_py.spark.reader import NSQStreamReader
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask
 from nsqd_py.spark.slices import NotSharedError, SliceStore
+from nsqd_py.testing import free_port
 from tests.spark.util import channel_stats, find_channel, http_address, publish
-from tests.support import NsqdProcess, drain, free_port, wait_until
+from tests.support import NsqdProcess, drain, wait_until
 
 pytestmark = pytest.mark.slow
 

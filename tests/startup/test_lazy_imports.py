@@ -16,7 +16,7 @@ import sys
 from nsqd_py.daemon.gevent_patch import patch_all
 patch_all()
 from nsqd_py.daemon.options import options_or_exit
-from nsqd_py import service
+from nsqd_py.daemon import service
 from nsqd_py.daemon.program import NSQDProgram
 print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in {"requests", "prometheus_client"})))
 '''

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import NSQD_BIN, NsqdProcess, RawConn, free_port, wait_until
+from nsqd_py.testing import free_port
+from tests.support import NSQD_BIN, NsqdProcess, RawConn, wait_until
 
 pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
 

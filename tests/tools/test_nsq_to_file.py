@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import NsqdProcess, free_port, wait_until
+from nsqd_py.testing import free_port
+from tests.support import NsqdProcess, wait_until
 from tests.tools.support import FakeLookupd, Tool, channel_stats, curl_pub, gzip_lines, run_tool
 
 pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
@@ -132,7 +133,7 @@ def test_kill_9_mid_stream_then_restart_loses_nothing(shared_nsqd: NsqdProcess, 
     wait_until(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file")["message_count"] -
              channel_stats(shared_nsqd, topic, "nsq_to_file")["depth"] > 2000, timeout=15, interval=0.01)
     freeze_with_messages_in_flight(first, shared_nsqd, topic)  # so the kill surely cuts some off
-    first.stop(signal.SIGKILL)
+    first.stop(sig=signal.SIGKILL)
     assert channel_stats(shared_nsqd, topic, "nsq_to_file")["depth"] > 0, "killed too late to prove anything"
     second = tools(*args)
     wait_until(lambda: Counter(all_lines(out)).keys() >= set(published), timeout=120, interval=0.2)

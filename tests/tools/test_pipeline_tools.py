@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import NsqdProcess, drain, free_port, wait_until
+from nsqd_py.testing import free_port
+from tests.support import NsqdProcess, drain, wait_until
 from tests.tools.support import FakeLookupd, Tool, channel_stats, curl_pub, run_tool
 
 pytestmark = pytest.mark.process  # starts real processes: left out of `make check`

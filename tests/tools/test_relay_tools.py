@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from nsqd_py.testing import LookupdServer, NsqdServer
-from tests.support import NsqdProcess, drain, free_port, wait_until
+from nsqd_py.testing import LookupdServer, NsqdServer, free_port
+from tests.support import NsqdProcess, drain, wait_until
 from tests.tools.support import Tool, channel_stats, curl_pub, run_tool
 
 pytestmark = pytest.mark.process  # starts real processes: left out of `make check`

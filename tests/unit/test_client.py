@@ -29,8 +29,9 @@ from nsqd_py.client import (
 )
 from nsqd_py.client.connection import split_address
 from nsqd_py.client.protocol import command, id_commands, mpub_body
+from nsqd_py.testing import free_port
 from tests.security.certs import make_pki
-from tests.support import REPO, NsqdProcess, drain, free_port
+from tests.support import REPO, NsqdProcess, drain
 from tests.tools.support import FakeLookupd
 
 
