@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 from nsqd_py.go.durations import MINUTE
 from tests.clients.util import IOLoopThread
 from tests.inprocess import InProcessNsqd
-from tests.support import NsqdProcess
+from tests.support import NsqdProcess, unique
 
 #: fixtures that start a real process (nsqd, nsqlookupd, gunicorn, a tool) or a client's event loop: a test that
 #: uses one, or sits in a module with `pytestmark = pytest.mark.process`, is left out of `make check`
@@ -96,4 +95,4 @@ def cleanup() -> Iterator[ExitStack]:
 @pytest.fixture
 def name() -> Callable[[str], str]:
     """Unique topic/channel names so tests can share one nsqd."""
-    return lambda prefix: f"{prefix}_{uuid.uuid4().hex[:10]}"
+    return unique

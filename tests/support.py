@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,8 +187,25 @@ class Message:
         return cls(ts, attempts, data[10:26], data[26:])
 
 
-def mpub_body(bodies: list[bytes]) -> bytes:
-    return struct.pack(">i", len(bodies)) + b"".join(struct.pack(">i", len(b)) + b for b in bodies)
+def unique(prefix: str) -> str:
+    """A topic or channel name no other test uses, so tests can share one nsqd."""
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def find_channel(nsqd: NsqdProcess, topic: str, channel: str) -> dict | None:
+    """The channel's /stats row, None while nsqd has no such channel."""
+    for t in nsqd.stats(topic=topic, channel=channel)["topics"] or []:
+        for c in t["channels"] or []:
+            if c["channel_name"] == channel:
+                return c
+    return None
+
+
+def channel_stats(nsqd: NsqdProcess, topic: str, channel: str) -> dict:
+    """The channel's /stats row; an AssertionError naming the channel when nsqd has none."""
+    found = find_channel(nsqd, topic, channel)
+    assert found is not None, f"no channel {topic}/{channel}"
+    return found
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.02, what: str = "") -> Any:

@@ -7,9 +7,10 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 
+from nsqd_py.client.protocol import mpub_body
 from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, gnsq_producer, pause, settle
 from tests.protocol.raw import pub, publish, raw_subscriber, recv_message
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_until
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, wait_until
 
 
 def test_two_gnsq_consumers_share_a_channel(shared_nsqd: NsqdProcess, cleanup: ExitStack,

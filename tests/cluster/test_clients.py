@@ -9,9 +9,10 @@ import gnsq
 import nsq
 import requests
 
+from nsqd_py.client.protocol import mpub_body
 from tests.clients.util import IOLoopThread, settle
 from tests.cluster.util import LookupdProcess
-from tests.support import NsqdProcess, RawConn, mpub_body, wait_until
+from tests.support import NsqdProcess, RawConn, wait_until
 
 
 def _publish(nsqd: NsqdProcess, topic: str, bodies: list[bytes]) -> None:

@@ -6,9 +6,10 @@ import time
 
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from nsqd_py.core import e2e
 from nsqd_py.core.e2e import SAMPLE_CAP, E2ELatency, merged_result
-from tests.support import FRAME_MESSAGE, Message, RawConn, mpub_body, wait_until
+from tests.support import FRAME_MESSAGE, Message, RawConn, wait_until
 
 SECOND = 1_000_000_000
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import FRAME_MESSAGE, Message, RawConn, mpub_body, wait_until
+from nsqd_py.client.protocol import mpub_body
+from tests.support import FRAME_MESSAGE, Message, RawConn, wait_until
 
 
 def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

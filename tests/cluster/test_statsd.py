@@ -6,8 +6,9 @@ import re
 import socket
 import time
 
+from nsqd_py.client.protocol import mpub_body
 from nsqd_py.cluster.statsd import pack, stat_lines
-from tests.support import RawConn, mpub_body
+from tests.support import RawConn
 
 _LINE = re.compile(r"^(?P<key>[^:]+):(?P<value>-?\d+)\|(?P<kind>[cg])$")
 

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.http.http_support import NsqdFactory, parse_raw_reply, raw_exchange
-from tests.support import NsqdProcess, RawConn, drain, mpub_body, request, wait_until
+from tests.support import NsqdProcess, RawConn, drain, request, wait_until
 
 
 def _chunked(target: str, body: bytes, method: str = "POST") -> bytes:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.http.http_support import Golden, load_goldens, normalize_stats_text, shape_diff
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, mpub_body, request, wait_until
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, request, wait_until
 
 GOLDENS = load_goldens()
 #: Present in the golden files but deliberately not produced yet, with the reason:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from nsqd_py.client.protocol import mpub_body
 from nsqd_py.testing import free_port
-from tests.support import FRAME_RESPONSE, REPO, RawConn, drain, mpub_body
+from tests.support import FRAME_RESPONSE, REPO, RawConn, drain
 
 GUNICORN_BIN = Path(sys.executable).parent / "gunicorn"
 CONFIG = REPO / "configs" / "gunicorn.conf.py"

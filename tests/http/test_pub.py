@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.http.http_support import NsqdFactory, raw_exchange
 from tests.inprocess import InProcessNsqd, Nsqd
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, mpub_body, wait_until
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply, wait_until
 
 JSON = "application/json; charset=utf-8"
 

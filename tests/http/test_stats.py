@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.http.http_support import NsqdFactory
-from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, request, wait_until
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, request, wait_until
 
 TOPIC_KEYS = ["topic_name", "channels", "depth", "backend_depth", "message_count", "message_bytes", "paused",
               "e2e_processing_latency"]

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import gevent
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.inprocess import InProcessFactory, InProcessNsqd
-from tests.support import FRAME_RESPONSE, RawConn, mpub_body, wait_until
+from tests.support import FRAME_RESPONSE, RawConn, wait_until
 
 DURABLE = {"mem_queue_size": 0, "sync_every": 1}
 _DATA_FILE = re.compile(r"\.diskqueue\.\d+\.dat$")

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import FRAME_RESPONSE, REPO, NsqdProcess, RawConn, drain, mpub_body, wait_until
+from nsqd_py.client.protocol import mpub_body
+from tests.support import FRAME_RESPONSE, REPO, NsqdProcess, RawConn, drain, wait_until
 
 FLAGS = ("--mem-queue-size=0", "--sync-every=1", "--max-bytes-per-file=65536")  # small files: rolls under load
 GO_NSQD = Path(os.environ.get("NSQ_GO_NSQD", REPO.parent / "shared" / "reference-go" / "nsqd"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from tests.support import FRAME_RESPONSE, Message, RawConn, mpub_body
+from nsqd_py.client.protocol import mpub_body
+from tests.support import FRAME_RESPONSE, Message, RawConn
 
 
 def pub(conn: RawConn, topic: str, body: bytes) -> None:

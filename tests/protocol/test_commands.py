@@ -10,8 +10,9 @@ import time
 import gevent
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.inprocess import InProcessFactory, InProcessNsqd
-from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, mpub_body
+from tests.support import FRAME_MESSAGE, FRAME_RESPONSE
 
 NEGOTIATED_KEYS = [
     "max_rdy_count", "version", "max_msg_timeout", "msg_timeout", "tls_v1", "deflate", "deflate_level",

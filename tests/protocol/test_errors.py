@@ -7,8 +7,9 @@ import struct
 
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.inprocess import InProcessNsqd
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, RawConn, mpub_body
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, RawConn
 
 
 def expect_fatal(conn: RawConn, payload: bytes) -> None:

@@ -7,8 +7,9 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
+from nsqd_py.client.protocol import mpub_body
 from tests.protocol.raw import pub, raw_subscriber, recv_message, tiny_window_conn
-from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, NsqdProcess, RawConn, mpub_body, wait_until
+from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, NsqdProcess, RawConn, wait_until
 
 
 def published_at(port: int, topic: str, body: bytes, cleanup: ExitStack) -> float:

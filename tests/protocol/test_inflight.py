@@ -6,9 +6,10 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
+from nsqd_py.client.protocol import mpub_body
 from tests.clients.util import NsqdFactory
 from tests.protocol.raw import nothing_arrives, publish, raw_subscriber, recv_message, settled_ok
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, mpub_body, wait_until
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, wait_until
 
 
 def test_rdy_zero_pauses_and_rdy_resumes(shared_nsqd: NsqdProcess, cleanup: ExitStack,

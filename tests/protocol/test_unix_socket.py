@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.protocol.raw import unix_conn
-from tests.support import FRAME_RESPONSE, NSQD_BIN, NsqdProcess, mpub_body
+from tests.support import FRAME_RESPONSE, NSQD_BIN, NsqdProcess
 
 
 class UnixNsqd(NsqdProcess):

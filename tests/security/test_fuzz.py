@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.http.test_chunked import _chunked
 from tests.http.test_request_head import REFUSED, SERVED
 from tests.protocol.test_hostile_bytes import ACCEPTED
-from tests.support import NsqdProcess, RawConn, mpub_body
+from tests.support import NsqdProcess, RawConn
 
 BUDGET = float(os.environ.get("NSQD_FUZZ_SECONDS", "20"))
 SEED = int(os.environ.get("NSQD_FUZZ_SEED", str(random.SystemRandom().randrange(1 << 32))))

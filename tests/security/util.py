@@ -22,7 +22,8 @@ from typing import Any
 
 import snappy
 
-from tests.support import FRAME_ERROR, FRAME_MESSAGE, FRAME_RESPONSE, RawConn, mpub_body
+from nsqd_py.client.protocol import mpub_body
+from tests.support import FRAME_ERROR, FRAME_MESSAGE, FRAME_RESPONSE, RawConn
 
 __all__ = ["FRAME_ERROR", "FRAME_MESSAGE", "FRAME_RESPONSE", "AuthServer", "SecureConn", "client_context",
            "mpub_body", "rss_kib"]

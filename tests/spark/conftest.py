@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -44,8 +43,4 @@ def nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProcess]:
     proc.stop()
 
 
-@pytest.fixture
-def name() -> Callable[[str], str]:
-    """Unique topic/channel names, so the tests can share one nsqd."""
-    return lambda prefix: f"{prefix}_{uuid.uuid4().hex[:8]}"
 

@@ -26,8 +26,8 @@ from pyspark.sql import SparkSession
 
 from nsqd_py.spark.slices import SliceStore
 from nsqd_py.testing import free_port
-from tests.spark.util import drained, find_channel, http_address, publish
-from tests.support import NsqdProcess, drain, wait_until
+from tests.spark.util import drained, http_address, publish
+from tests.support import NsqdProcess, drain, find_channel, wait_until
 
 pytestmark = pytest.mark.slow
 

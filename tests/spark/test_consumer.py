@@ -18,8 +18,8 @@ from nsqd_py.spark.control import DrainServer
 from nsqd_py.spark.driver_reader import DriverStreamReader
 from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
 from nsqd_py.testing import free_port
-from tests.spark.util import channel_stats, drained, publish
-from tests.support import NsqdProcess, wait_until
+from tests.spark.util import drained, publish
+from tests.support import NsqdProcess, channel_stats, wait_until
 
 pytestmark = pytest.mark.slow
 

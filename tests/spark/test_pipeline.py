@@ -22,8 +22,8 @@ from pyspark.sql import SparkSession
 
 from nsqd_py.spark.archive import ArchiveError, run_archive
 from nsqd_py.spark.pipeline import PipelineConfig
-from tests.spark.util import drained, find_channel, http_address, publish
-from tests.support import NsqdProcess, wait_until
+from tests.spark.util import drained, http_address, publish
+from tests.support import NsqdProcess, find_channel, wait_until
 
 pytestmark = pytest.mark.slow
 

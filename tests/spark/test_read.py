@@ -15,8 +15,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from nsqd_py.spark import stop_gracefully
-from tests.spark.util import channel_stats, drained, http_address, publish
-from tests.support import NsqdProcess, wait_until
+from tests.spark.util import drained, http_address, publish
+from tests.support import NsqdProcess, channel_stats, wait_until
 
 pytestmark = pytest.mark.slow
 

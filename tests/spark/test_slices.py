@@ -21,8 +21,8 @@ from nsqd_py.spark.reader import NSQStreamReader
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask
 from nsqd_py.spark.slices import NotSharedError, SliceStore
 from nsqd_py.testing import free_port
-from tests.spark.util import channel_stats, find_channel, http_address, publish
-from tests.support import NsqdProcess, drain, wait_until
+from tests.spark.util import http_address, publish
+from tests.support import NsqdProcess, channel_stats, drain, find_channel, wait_until
 
 pytestmark = pytest.mark.slow
 

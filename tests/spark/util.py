@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import requests
 
-from tests.support import NsqdProcess
+from nsqd_py.client.protocol import mpub_body
+from tests.support import NsqdProcess, channel_stats
 
 
 def publish(nsqd: NsqdProcess, topic: str, bodies: list[bytes]) -> None:
     """MPUB over HTTP in chunks (binary mode: bodies may hold newlines)."""
     for i in range(0, len(bodies), 1000):
         chunk = bodies[i:i + 1000]
-        payload = len(chunk).to_bytes(4, "big") + b"".join(len(b).to_bytes(4, "big") + b for b in chunk)
-        resp = requests.post(f"{nsqd.http_url}/mpub", params={"topic": topic, "binary": "true"}, data=payload,
+        resp = requests.post(f"{nsqd.http_url}/mpub", params={"topic": topic, "binary": "true"}, data=mpub_body(chunk),
                              timeout=10)
         resp.raise_for_status()
 
@@ -24,20 +24,6 @@ def http_address(nsqd: NsqdProcess) -> str:
 def topic_depth(nsqd: NsqdProcess, topic: str) -> int:
     [found] = nsqd.stats(topic=topic)["topics"]
     return found["depth"]
-
-
-def find_channel(nsqd: NsqdProcess, topic: str, channel: str) -> dict | None:
-    for t in nsqd.stats(topic=topic, channel=channel)["topics"] or []:
-        for c in t["channels"] or []:
-            if c["channel_name"] == channel:
-                return c
-    return None
-
-
-def channel_stats(nsqd: NsqdProcess, topic: str, channel: str) -> dict:
-    found = find_channel(nsqd, topic, channel)
-    assert found is not None, f"no channel {topic}/{channel}"
-    return found
 
 
 def drained(nsqd: NsqdProcess, topic: str, channel: str) -> bool:

@@ -75,14 +75,6 @@ def gzip_lines(path: Path) -> list[str]:
         return f.read().splitlines()
 
 
-def channel_stats(nsqd: NsqdProcess, topic: str, channel: str) -> dict:
-    for t in nsqd.stats(topic=topic)["topics"] or []:
-        for c in t["channels"]:
-            if c["channel_name"] == channel:
-                return c
-    return {}
-
-
 class _LookupdHandler(BaseHTTPRequestHandler):
     producers: list[dict] = []
     topics: list[str] = []

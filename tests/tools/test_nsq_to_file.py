@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,16 +16,12 @@ from pathlib import Path
 import pytest
 
 from nsqd_py.testing import free_port
-from tests.support import NsqdProcess, wait_until
-from tests.tools.support import FakeLookupd, Tool, channel_stats, curl_pub, gzip_lines, run_tool
+from tests.support import NsqdProcess, channel_stats, find_channel, unique, wait_until
+from tests.tools.support import FakeLookupd, Tool, curl_pub, gzip_lines, run_tool
 
 pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
 
 SHORT_HOST = socket.gethostname().split(".")[0]
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 def hours() -> set[str]:
@@ -79,8 +74,8 @@ def test_gzip_files_hold_exactly_what_was_published(shared_nsqd: NsqdProcess, tm
     tool = tools(f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}", f"--output-dir={out}",
                  "--gzip", "--sync-interval=500ms")
     curl_pub(shared_nsqd, topic, published[250:])
-    wait_until(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file").get("message_count") == 500, timeout=15)
-    wait_until(lambda: channel_stats(shared_nsqd, topic, "nsq_to_file").get("in_flight_count") == 0, timeout=15)
+    wait_until(lambda: (find_channel(shared_nsqd, topic, "nsq_to_file") or {}).get("message_count") == 500, timeout=15)
+    wait_until(lambda: (find_channel(shared_nsqd, topic, "nsq_to_file") or {}).get("in_flight_count") == 0, timeout=15)
     assert tool.stop() == 0, tool.stderr()
     [path] = out.iterdir()
     assert path.name in {f"{topic}.{SHORT_HOST}-000000.{h}.log.gz" for h in hours()}
@@ -171,7 +166,7 @@ def test_rotation_by_interval_and_skip_empty_files(shared_nsqd: NsqdProcess, tmp
                  "--rotate-interval=1s", "--sync-interval=300ms", "--skip-empty-files", "--datetime-format=fixed")
 
     def written(count: int) -> bool:
-        stats = channel_stats(shared_nsqd, topic, "nsq_to_file")
+        stats = find_channel(shared_nsqd, topic, "nsq_to_file") or {}
         return stats.get("message_count") == count and stats.get("in_flight_count") == 0
 
     published = []
@@ -221,7 +216,7 @@ def test_topic_pattern_with_lookupd(shared_nsqd: NsqdProcess, tmp_path: Path, to
     finally:
         lookupd.stop()
     assert all_lines(out) == ["kept"]
-    assert channel_stats(shared_nsqd, skip, "nsq_to_file") == {}
+    assert find_channel(shared_nsqd, skip, "nsq_to_file") is None
     assert f"WARNING: skipping topic {skip} (doesn't match pattern ^pat_)" in tool.stderr()
 
 

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 import requests
 
 from nsqd_py.testing import free_port
-from tests.support import NsqdProcess, drain, wait_until
-from tests.tools.support import FakeLookupd, Tool, channel_stats, curl_pub, run_tool
+from tests.support import NsqdProcess, channel_stats, drain, unique, wait_until
+from tests.tools.support import FakeLookupd, Tool, curl_pub, run_tool
 
 pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 def create_channel(nsqd: NsqdProcess, topic: str, channel: str) -> None:

@@ -6,7 +6,6 @@ import json
 import threading
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,16 +13,12 @@ from pathlib import Path
 import pytest
 
 from nsqd_py.testing import LookupdServer, NsqdServer, free_port
-from tests.support import NsqdProcess, drain, wait_until
-from tests.tools.support import Tool, channel_stats, curl_pub, run_tool
+from tests.support import NsqdProcess, channel_stats, drain, find_channel, unique, wait_until
+from tests.tools.support import Tool, curl_pub, run_tool
 
 pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
 
 FAST_RETRY = "--consumer-opt=default_requeue_delay,50ms"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 class Sink:
@@ -86,8 +81,8 @@ def tools(tmp_path: Path) -> Iterator[list[Tool]]:
 
 
 def _settled(nsqd: NsqdProcess, topic: str, channel: str) -> bool:
-    stats = channel_stats(nsqd, topic, channel)
-    return bool(stats) and stats["depth"] == 0 and stats["in_flight_count"] == 0 and stats["deferred_count"] == 0
+    stats = find_channel(nsqd, topic, channel)
+    return stats is not None and stats["depth"] == 0 and stats["in_flight_count"] == 0 and stats["deferred_count"] == 0
 
 
 def test_nsq_to_http_post_delivers_every_message_through_failures(shared_nsqd: NsqdProcess, sink: Sink,

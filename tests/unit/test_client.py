@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,12 +30,8 @@ from nsqd_py.client.connection import split_address
 from nsqd_py.client.protocol import command, id_commands, mpub_body
 from nsqd_py.testing import free_port
 from tests.security.certs import make_pki
-from tests.support import REPO, NsqdProcess, drain
+from tests.support import REPO, NsqdProcess, drain, unique
 from tests.tools.support import FakeLookupd
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 def consume(conn: Connection, n: int, timeout: float = 5.0) -> list[Message]:
