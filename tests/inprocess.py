@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import falcon.testing
 import gevent
@@ -21,6 +21,8 @@ from nsqd_py.http.app import create_app
 from nsqd_py.runtime.log import Logger
 from nsqd_py.tcp.server import TCPServer
 from tests.support import NsqdProcess, RawConn, Reply
+
+Conn = TypeVar("Conn", bound=RawConn)
 
 
 class InProcessNsqd:
@@ -49,11 +51,12 @@ class InProcessNsqd:
         assert start_response.status is not None and start_response.headers is not None
         return Reply(int(start_response.status.split()[0]), list(start_response.headers), data)
 
-    def connect(self, magic: bytes = b"  V2", timeout: float = 5) -> RawConn:
-        """A protocol V2 connection served by a greenlet, as the TCP server would serve an accepted one."""
+    def connect(self, magic: bytes = b"  V2", timeout: float = 5, conn_class: type[Conn] = RawConn) -> Conn:
+        """A protocol V2 connection served by a greenlet, as the TCP server would serve an accepted one
+        (``conn_class``: a RawConn subclass to talk through, SecureConn say)."""
         ours, theirs = socket.socketpair()
         gevent.spawn(self.tcp.handle, theirs, None)
-        return RawConn(ours, magic=magic, timeout=timeout)
+        return conn_class(ours, magic=magic, timeout=timeout)
 
     def log(self) -> str:
         """Everything nsqd logged so far (as NsqdProcess.log())."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gevent
@@ -46,8 +47,8 @@ class AuthState:
     authorizations: list[Authorization]
     expires: float = field(default=0.0)
 
-    def is_expired(self) -> bool:
-        return self.expires < time.monotonic()
+    def is_expired(self, now: float) -> bool:
+        return self.expires < now
 
     def is_allowed(self, topic: str, channel: str) -> bool:
         return any(a.is_allowed(topic, channel) for a in self.authorizations)
@@ -62,6 +63,8 @@ class AuthServers:
     connect_timeout: float
     request_timeout: float
     logger: Logger
+    #: the monotonic clock answers expire by (a test advances its own instead of sleeping through a ttl)
+    clock: Callable[[], float] = time.monotonic
 
     @classmethod
     def from_options(cls, opts: Options, logger: Logger) -> AuthServers | None:
@@ -108,13 +111,13 @@ class AuthServers:
         if resp.status_code != 200:
             raise AuthError(f"got response {resp.status_code} {text!r}")
         try:
-            return parse_auth_reply(orjson.loads(text))
+            return parse_auth_reply(orjson.loads(text), self.clock())
         except ValueError as err:
             raise AuthError(str(err)) from None
 
 
-def parse_auth_reply(data: object) -> AuthState:
-    """Validate an auth server's JSON answer like nsqd; ValueError says what is wrong."""
+def parse_auth_reply(data: object, now: float) -> AuthState:
+    """Validate an auth server's JSON answer like nsqd (received at ``now``); ValueError says what is wrong."""
     if not isinstance(data, dict):
         raise ValueError("auth reply is not a JSON object")
     authorizations = []
@@ -132,7 +135,7 @@ def parse_auth_reply(data: object) -> AuthState:
     if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
         raise ValueError(f"invalid TTL {ttl} (must be >0)")
     return AuthState(str(data.get("identity", "")), str(data.get("identity_url", "")), authorizations,
-                     time.monotonic() + ttl)
+                     now + ttl)
 
 
 def _compile(pattern: object, what: str) -> re.Pattern[str]:

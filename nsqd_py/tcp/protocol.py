@@ -161,7 +161,7 @@ class ProtocolV2:
         state = client.auth_state
         if state is None or not state.authorizations:
             raise FatalClientError("E_AUTH_FIRST", f"AUTH required before {cmd}")
-        if state.is_expired():
+        if state.is_expired(auth.clock()):
             try:
                 state = self._query_auth(auth, client.auth_secret)
             except AuthError as err:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from nsqd_py.client.protocol import mpub_body
 from tests.support import (
     FRAME_RESPONSE,
     NSQD_BIN,
     NsqdProcess,
     RawConn,
     drain,
-    mpub_body,
     wait_until,
 )
 

@@ -10,10 +10,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import replace
 
 import pytest
 
+from nsqd_py.cluster.auth import AuthServers
 from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, settle
+from tests.inprocess import InProcessNsqd
 from tests.security.certs import Pki
 from tests.security.util import (
     FRAME_ERROR,
@@ -318,51 +321,86 @@ def test_auth_disabled(nsqd_factory: Callable[..., NsqdProcess]) -> None:
 # ---- ttl expiry and re-query --------------------------------------------------------------------------------------
 
 
-def test_ttl_expiry_requeries(auth_nsqd: NsqdProcess, authd: AuthServer, policy: Policy) -> None:
+class FakeClock:
+    """The monotonic clock nsqd's auth answers expire by, moved on by the test instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clocked(inproc_factory: Callable[..., InProcessNsqd], authd: AuthServer) -> tuple[InProcessNsqd, FakeClock]:
+    """An in-process nsqd asking ``authd``, whose answers expire by a FakeClock."""
+    server = inproc_factory(auth_http_addresses=[authd.address])
+    clock = FakeClock()
+    servers = AuthServers.from_options(server.nsqd.opts, server.nsqd.logger)
+    assert servers is not None
+    server.ctx.auth_servers = replace(servers, clock=clock)
+    return server, clock
+
+
+def clocked_conn(server: InProcessNsqd, secret: str, **identify: object) -> SecureConn:
+    conn = server.connect(conn_class=SecureConn)
+    assert conn.negotiate(**identify)["auth_required"] is True
+    ftype, data = conn.auth(secret)
+    assert ftype == FRAME_RESPONSE, data
+    return conn
+
+
+def test_ttl_expiry_requeries(clocked: tuple[InProcessNsqd, FakeClock], authd: AuthServer, policy: Policy) -> None:
     """ttl 2: within two seconds the cached answer is used; afterwards every check past the ttl asks again, and
     what the new answer says is applied (identity changes, authorizations shrink, server errors)."""
+    server, clock = clocked
     secret = "expiring"
     policy.replies[secret] = (200, grant(ttl=2, identity="v1", identity_url="https://id/v1"))
-    conn = authed_conn(auth_nsqd, secret, user_agent="expiring/1")
+    conn = clocked_conn(server, secret, user_agent="expiring/1")
     for _ in range(3):
+        clock.advance(0.5)
         assert conn.pub("t_exp", b"x") == (FRAME_RESPONSE, b"OK")
     assert len(requests_for(authd, secret)) == 1
-    time.sleep(2.3)
+    clock.advance(0.6)  # 2.1 s after the answer
     policy.replies[secret] = (200, grant(ttl=2, identity="v2", identity_url="https://id/v2"))
     assert conn.pub("t_exp", b"x") == (FRAME_RESPONSE, b"OK")
     assert conn.pub("t_exp", b"x") == (FRAME_RESPONSE, b"OK")
     assert len(requests_for(authd, secret)) == 2
     # now the server takes the topic away: the next check past the ttl refuses
-    time.sleep(2.3)
+    clock.advance(2.3)
     policy.replies[secret] = (200, grant(topic="^elsewhere$", ttl=2))
     conn.send("PUB t_exp", b"x")
     assert conn.error_then_closed() == b'E_UNAUTHORIZED AUTH failed for PUB on "t_exp" ""'
     assert len(requests_for(authd, secret)) == 3
     # and a server error on re-query is E_AUTH_FAILED
     policy.replies[secret] = (200, grant(ttl=2))
-    conn = authed_conn(auth_nsqd, secret)
-    time.sleep(2.3)
+    conn = clocked_conn(server, secret)
+    clock.advance(2.3)
     policy.replies[secret] = (500, {"message": "down"})
     conn.send("SUB t_exp c")
     assert conn.error_then_closed() == b"E_AUTH_FAILED AUTH failed"
     # an expired, re-queried empty answer: E_UNAUTHORIZED (not allowed)
     policy.replies[secret] = (200, grant(ttl=2))
-    conn = authed_conn(auth_nsqd, secret)
-    time.sleep(2.3)
+    conn = clocked_conn(server, secret)
+    clock.advance(2.3)
     policy.replies[secret] = (200, grant(ttl=2) | {"authorizations": []})
     conn.send("PUB t_exp", b"x")
     assert conn.error_then_closed() == b'E_UNAUTHORIZED AUTH failed for PUB on "t_exp" ""'
 
 
-def test_stats_identity_follows_requery(auth_nsqd: NsqdProcess, policy: Policy) -> None:
+def test_stats_identity_follows_requery(clocked: tuple[InProcessNsqd, FakeClock], policy: Policy) -> None:
+    server, clock = clocked
     secret = "reidentify"
     policy.replies[secret] = (200, grant(ttl=2, identity="v1", identity_url="https://id/v1"))
-    conn = authed_conn(auth_nsqd, secret, user_agent="reidentify/1")
+    conn = clocked_conn(server, secret, user_agent="reidentify/1")
     assert conn.pub("t_reid", b"x") == (FRAME_RESPONSE, b"OK")
-    time.sleep(2.3)
+    clock.advance(2.3)
     policy.replies[secret] = (200, grant(ttl=2, identity="v2", identity_url="https://id/v2"))
     assert conn.pub("t_reid", b"x") == (FRAME_RESPONSE, b"OK")
-    (row,) = [p for p in auth_nsqd.stats()["producers"] if p["user_agent"] == "reidentify/1"]
+    (row,) = [p for p in server.stats()["producers"] if p["user_agent"] == "reidentify/1"]
     assert (row["auth_identity"], row["auth_identity_url"]) == ("v2", "https://id/v2")
 
 

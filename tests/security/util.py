@@ -50,8 +50,8 @@ class SecureConn(RawConn):
     snappy or deflate), checking the ``OK`` after each; afterwards :meth:`send`/:meth:`frame` transparently go
     through the negotiated layers (``buf`` holds decoded bytes). :meth:`send_wire` bypasses compression."""
 
-    def __init__(self, port: int, timeout: float = 5) -> None:
-        super().__init__(port, timeout=timeout)
+    def __init__(self, port: int | socket.socket, magic: bytes = b"  V2", timeout: float = 5) -> None:
+        super().__init__(port, magic=magic, timeout=timeout)
         self._encode: Callable[[bytes], bytes] = lambda data: data
         self._decode: Callable[[bytes], bytes] = lambda data: data
         self.identify_reply: dict[str, Any] = {}
