@@ -78,28 +78,31 @@ def plain_answer(code: int, text: str) -> Answer:
 
 def call_v1(logger: Logger, handler: Handler, *args: Any, **params: Any) -> Answer:
     """nsqd's `http_api.V1` decorator around one call of ``handler``."""
-    try:
-        data = handler(*args, **params)
-    except APIError as err:
-        _log_api_error(logger, err)
-        return v1_error_answer(err.code, err.text)
-    except Exception as err:  # nsqd's PanicHandler: log it, answer 500, keep serving
-        logger.error(f"panic in HTTP handler - {err!r}")
-        return v1_error_answer(500, "INTERNAL_ERROR")
-    return v1_answer(data)
+    return _call(logger, v1_answer, v1_error_answer, handler, *args, **params)
 
 
 def _call_plain_text(logger: Logger, handler: Handler, *args: Any, **params: Any) -> Answer:
     """nsqd's `http_api.PlainText` decorator around one call of ``handler``."""
+    return _call(logger, _plain_ok, plain_answer, handler, *args, **params)
+
+
+def _plain_ok(text: str) -> Answer:
+    return plain_answer(200, text)
+
+
+def _call(logger: Logger, on_data: Callable[[Any], Answer], on_error: Callable[[int, str], Answer],
+          handler: Handler, *args: Any, **params: Any) -> Answer:
+    """What both decorators do: an APIError answers its status and text, any other exception is logged and
+    answers 500 (nsqd's PanicHandler), so the server keeps serving."""
     try:
-        text = handler(*args, **params)
+        data = handler(*args, **params)
     except APIError as err:
         _log_api_error(logger, err)
-        return plain_answer(err.code, err.text)
-    except Exception as err:  # as in call_v1
+        return on_error(err.code, err.text)
+    except Exception as err:
         logger.error(f"panic in HTTP handler - {err!r}")
-        return plain_answer(500, "INTERNAL_ERROR")
-    return plain_answer(200, text)
+        return on_error(500, "INTERNAL_ERROR")
+    return on_data(data)
 
 
 def apply_answer(resp: falcon.Response, answer: Answer) -> None:

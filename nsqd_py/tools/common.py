@@ -55,6 +55,17 @@ def log_fatal(msg: str) -> NoReturn:
     raise SystemExit(1)
 
 
+def one_source(values: dict[str, Any], missing_end: str = "") -> tuple[list[str], list[str]]:
+    """The nsqd and lookupd addresses of a consuming tool: exactly one kind must be given, else the Go tool's
+    fatal line (``missing_end``: nsq_to_file's ends its first one in a period)."""
+    nsqds, lookupds = values["nsqd-tcp-address"], values["lookupd-http-address"]
+    if not nsqds and not lookupds:
+        log_fatal(f"--nsqd-tcp-address or --lookupd-http-address required{missing_end}")
+    if nsqds and lookupds:
+        log_fatal("use --nsqd-tcp-address or --lookupd-http-address not both")
+    return nsqds, lookupds
+
+
 def add_source_flags(fs: FlagSet, topic_help: str) -> None:
     """Where a consuming tool reads from: nsqd or lookupd addresses, topics, and go-nsq Consumer options
     (``topic_help`` as the Go tool words it)."""

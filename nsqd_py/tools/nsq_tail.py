@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from ..client import Consumer, Message
 from ..go.goflags import FlagSet
 from ..runtime.version import version_line
-from .common import ClientSettings, add_source_flags, client_settings, gonsq_log, log_fatal, log_printf, user_agent
+from .common import (
+    ClientSettings,
+    add_source_flags,
+    client_settings,
+    gonsq_log,
+    log_fatal,
+    log_printf,
+    one_source,
+    user_agent,
+)
 
 APP = "nsq_tail"
 #: how long a stopping nsq_tail waits for CLOSE_WAIT and its last in-flight messages
@@ -56,11 +65,7 @@ def parse_options(argv: Sequence[str]) -> Options | None:
         print(version_line(APP))
         return None
     channel = v["channel"] or f"tail{random.randrange(999999):06d}#ephemeral"
-    nsqds, lookupds = v["nsqd-tcp-address"], v["lookupd-http-address"]
-    if not nsqds and not lookupds:
-        log_fatal("--nsqd-tcp-address or --lookupd-http-address required")
-    if nsqds and lookupds:
-        log_fatal("use --nsqd-tcp-address or --lookupd-http-address not both")
+    nsqds, lookupds = one_source(v)
     if not v["topic"]:
         log_fatal("--topic required")
     max_in_flight = consumer.max_in_flight or v["max-in-flight"]

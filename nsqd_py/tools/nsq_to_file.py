@@ -21,7 +21,7 @@ from ..go.durations import SECOND
 from ..go.goflags import FlagSet
 from ..runtime.log import ERROR, FATAL, WARN, Logger, parse_level
 from ..runtime.version import version_line
-from .common import ClientSettings, add_source_flags, client_settings, log_fatal, user_agent
+from .common import ClientSettings, add_source_flags, client_settings, log_fatal, one_source, user_agent
 from .file_logger import FatalError, FileLogger, FileOptions
 from .filenames import filename_template
 from .topic_router import TopicRouter
@@ -98,11 +98,7 @@ def parse_options(argv: Sequence[str]) -> Options | None:
         log_fatal("--http-client-connect-timeout should be positive")
     if v["http-client-request-timeout"] <= 0:
         log_fatal("--http-client-request-timeout should be positive")
-    nsqds, lookupds = v["nsqd-tcp-address"], v["lookupd-http-address"]
-    if not nsqds and not lookupds:
-        log_fatal("--nsqd-tcp-address or --lookupd-http-address required.")
-    if nsqds and lookupds:
-        log_fatal("use --nsqd-tcp-address or --lookupd-http-address not both")
+    nsqds, lookupds = one_source(v, ".")
     if not 1 <= v["gzip-level"] <= 9:
         log_fatal(f"invalid --gzip-level value ({v['gzip-level']}), should be 1-9")
     if not v["topic"] and not v["topic-pattern"]:

@@ -20,7 +20,7 @@ from ..client import Message
 from ..go.durations import SECOND
 from ..go.goflags import FlagSet
 from ..runtime.version import version_line
-from .common import ClientSettings, add_source_flags, client_settings, log_fatal, log_printf, user_agent
+from .common import ClientSettings, add_source_flags, client_settings, log_fatal, log_printf, one_source, user_agent
 from .relay import TimerMetrics, host_selector, make_consumers, relay
 
 APP = "nsq_to_http"
@@ -88,11 +88,7 @@ def parse_options(argv: Sequence[str]) -> Options | None:
             log_fatal("--content-type only used with --post")
         if not v["content-type"]:
             log_fatal("--content-type requires a value when used")
-    nsqds, lookupds = v["nsqd-tcp-address"], v["lookupd-http-address"]
-    if not nsqds and not lookupds:
-        log_fatal("--nsqd-tcp-address or --lookupd-http-address required")
-    if nsqds and lookupds:
-        log_fatal("use --nsqd-tcp-address or --lookupd-http-address not both")
+    nsqds, lookupds = one_source(v)
     gets, posts = v["get"], v["post"]
     if not gets and not posts:
         log_fatal("--get or --post required")

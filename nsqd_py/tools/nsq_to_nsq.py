@@ -18,7 +18,7 @@ from typing import Any
 from ..client import Message, NSQError, Producer
 from ..go.goflags import FlagSet
 from ..runtime.version import version_line
-from .common import ClientSettings, add_source_flags, client_settings, log_fatal, log_printf, user_agent
+from .common import ClientSettings, add_source_flags, client_settings, log_fatal, log_printf, one_source, user_agent
 from .relay import TimerMetrics, host_selector, make_consumers, relay
 
 APP = "nsq_to_nsq"
@@ -81,11 +81,7 @@ def parse_options(argv: Sequence[str]) -> Options | None:
         log_fatal("--topic is required")
     if not v["channel"]:
         log_fatal("--channel is required")
-    nsqds, lookupds = v["nsqd-tcp-address"], v["lookupd-http-address"]
-    if not nsqds and not lookupds:
-        log_fatal("--nsqd-tcp-address or --lookupd-http-address required")
-    if nsqds and lookupds:
-        log_fatal("use --nsqd-tcp-address or --lookupd-http-address not both")
+    nsqds, lookupds = one_source(v)
     if not v["destination-nsqd-tcp-address"]:
         log_fatal("--destination-nsqd-tcp-address required")
     if v["mode"] not in _MODES:

@@ -91,3 +91,16 @@ def test_import_walk_sees_relative_imports() -> None:
     """Guards the test above against passing because it reads nothing."""
     assert "nsqd_py.core.topic" in imported_modules(PACKAGE / "core" / "nsqd.py")
     assert "nsqd_py.daemon.context" in imported_modules(PACKAGE / "daemon" / "program.py")
+
+
+def test_unit_tests_start_no_process() -> None:
+    """tests/unit is the fast, process-free suite: nothing in it imports what starts a process."""
+    starters = ("subprocess", "multiprocessing", "tests.support.NsqdProcess", "nsqd_py.testing", "pyspark")
+    unit = Path(__file__).resolve().parent
+    leaks = {
+        f"{path.name}: {module}"
+        for path in sorted(unit.glob("*.py"))
+        for module in imported_modules(path)
+        if module.startswith(starters)
+    }
+    assert not leaks
