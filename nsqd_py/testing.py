@@ -53,6 +53,7 @@ class _Server:
         self.start_timeout = start_timeout
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.tcp_port = free_port()
         self.http_port: int | None = free_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -86,7 +87,6 @@ class _Server:
     def start(self, timeout: float | None = None) -> _Server:
         """Start it and wait until its ports answer (``timeout``: instead of ``start_timeout``)."""
         wait = self.start_timeout if timeout is None else timeout
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + wait
@@ -103,8 +103,7 @@ class _Server:
         """Its TCP port accepts and, with HTTP, /ping answers (only once the daemon has fully started); any
         answer counts (with `--tls-required` plain HTTP gets a 403)."""
         try:
-            with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
-                pass
+            self._connect_tcp()
             if self.http_port is None:
                 return True
             with urllib.request.urlopen(f"{self.http_url}/ping", timeout=1):
@@ -113,6 +112,11 @@ class _Server:
             return True
         except OSError:
             return False
+
+    def _connect_tcp(self) -> None:
+        """One connection to the TCP listener, closed again: OSError until it listens."""
+        with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
+            pass
 
     def stop(self, timeout: float = 30.0, sig: int = signal.SIGTERM) -> int | None:
         """``sig`` (SIGTERM: a clean nsqd shutdown), SIGKILL after ``timeout``; returns the exit status."""

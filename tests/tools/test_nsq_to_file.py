@@ -46,8 +46,8 @@ def tools(tmp_path: Path) -> Iterator[Callable[..., Tool]]:
 
 def settled(nsqd: NsqdProcess, topic: str) -> bool:
     """nsq_to_file's channel exists and everything in it was FINed."""
-    stats = channel_stats(nsqd, topic, "nsq_to_file")
-    return bool(stats) and stats["depth"] == 0 and stats["in_flight_count"] == 0
+    stats = find_channel(nsqd, topic, "nsq_to_file")
+    return stats is not None and stats["depth"] == 0 and stats["in_flight_count"] == 0
 
 
 def open_files(pid: int) -> set[str]:
