@@ -52,8 +52,8 @@ class PlainConnection:
     """A TCP or unix connection: non-blocking reads and sends on the socket itself, answers through the outbox.
     Takes the socket over from gevent's wrapper (which is closed by this)."""
 
-    __slots__ = ("_answered", "_hub", "_in_outbox", "_outbox", "_queued", "_read_watcher", "_sender", "_sock",
-                 "_write_watcher")
+    __slots__ = ("_answered", "_flushing", "_hub", "_in_outbox", "_outbox", "_queued", "_read_watcher", "_sender",
+                 "_sock", "_write_watcher")
 
     def __init__(self, wrapped: socket.socket, outbox: Outbox) -> None:
         self._sock = _socket.socket(fileno=wrapped.detach())
@@ -66,6 +66,7 @@ class PlainConnection:
         self._queued: list[bytes] = []
         self._in_outbox = False
         self._sender: Any = None  # the greenlet finishing an answer the socket could not take at once
+        self._flushing = False  # a greenlet is in flush(): it sends everything queued itself
         self._answered = False
 
     def recv(self, size: int) -> bytes:
@@ -90,8 +91,8 @@ class PlainConnection:
         """Send what is queued without blocking (the outbox calls this in the hub); a rest the socket cannot
         take now is left to a greenlet that waits until it can."""
         self._in_outbox = False
-        if self._sender is not None or not self._queued:
-            return  # the sender takes everything queued, in order
+        if self._sender is not None or self._flushing or not self._queued:
+            return  # the sender (or the flushing greenlet) takes everything queued, in order
         try:
             self._send_some()
         except OSError:
@@ -104,10 +105,14 @@ class PlainConnection:
         """Block until everything written is sent (before a close, or for a connection about to linger)."""
         if self._sender is not None:
             self._sender.join()
-        while self._queued:
-            self._send_some()
-            if self._queued:
-                self._hub.wait(self._write_watcher)
+        self._flushing = True
+        try:
+            while self._queued:
+                self._send_some()
+                if self._queued:
+                    self._hub.wait(self._write_watcher)
+        finally:
+            self._flushing = False
 
     def _send_rest(self) -> None:
         try:
@@ -134,6 +139,8 @@ class PlainConnection:
         self._sock.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
+        if self._sender is not None:  # the connection broke while a big answer was still going out
+            self._sender.kill()
         self._read_watcher.close()
         self._write_watcher.close()
         self._sock.close()

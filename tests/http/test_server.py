@@ -365,3 +365,29 @@ def test_pipelined_flood_does_not_starve_other_clients(shared_nsqd: NsqdProcess)
     finally:
         stop.set()
         flooder.close()
+
+
+def test_an_answer_bigger_than_the_socket_buffers_reaches_a_slow_reader(nsqd_factory: NsqdFactory) -> None:
+    """/stats as text for 1500 topics (~170 KB) to a client that reads nothing at first: the server sends what
+    the socket takes and finishes the rest when the client reads (http/connection.py), while serving others;
+    the pipelined request behind it is answered after it, in order."""
+    nsqd = nsqd_factory()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: request(nsqd.http_port, "POST", f"/topic/create?topic=big_{i:04d}_{'x' * 50}"),
+                      range(1500)))
+    with socket.create_connection(("127.0.0.1", nsqd.http_port), timeout=10) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET /stats?format=text HTTP/1.1\r\nHost: x\r\n\r\nGET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.5)  # the answer fills both buffers; the server holds the rest
+        assert request(nsqd.http_port, "GET", "/ping", timeout=2).body == b"OK"  # others are served meanwhile
+        data = b""
+        while not data.endswith(b"\r\n\r\nOK"):
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed before both answers arrived"
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))  # type: ignore[union-attr]
+    assert length > 150_000  # far more than a 4 KiB receive buffer and the send buffer take at once
+    body, second = rest[:length], rest[length:]
+    assert body.count(b"big_") == 1500
+    assert second.startswith(b"HTTP/1.1 200 OK\r\n") and second.endswith(b"\r\n\r\nOK")
