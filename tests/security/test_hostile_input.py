@@ -105,6 +105,15 @@ def assert_closed(conn: SecureConn, wait: float = 3.0) -> None:
     assert conn.is_closed(wait), "server kept the connection open"
 
 
+def assert_answered_then_closed(conn: SecureConn, wire: bytes, error: bytes | None, by: Bystanders) -> None:
+    """``wire`` sent as it is: Go's error frame (when it sends one), then the close; the bystanders are unharmed."""
+    conn.send_wire(wire)
+    if error is not None:
+        assert conn.frame() == (FRAME_ERROR, error)
+    assert_closed(conn)
+    by.check()
+
+
 # ---- TLS handshake ------------------------------------------------------------------------------------------
 
 
@@ -201,12 +210,7 @@ SNAPPY_BREAKS = {
 @pytest.mark.parametrize("case", list(SNAPPY_BREAKS))
 def test_broken_snappy_is_answered_like_go(case: str, hostile: tuple[NsqdProcess, Bystanders]) -> None:
     proc, by = hostile
-    wire, error = SNAPPY_BREAKS[case]
-    conn = snappy_conn(proc)
-    conn.send_wire(wire)
-    assert conn.frame() == (FRAME_ERROR, error)
-    assert_closed(conn)
-    by.check()
+    assert_answered_then_closed(snappy_conn(proc), *SNAPPY_BREAKS[case], by)
 
 
 def test_snappy_accepts_skippable_and_padding_chunks(hostile: tuple[NsqdProcess, Bystanders]) -> None:
@@ -284,13 +288,7 @@ DEFLATE_BREAKS = {
 @pytest.mark.parametrize("case", list(DEFLATE_BREAKS))
 def test_broken_deflate_is_answered_like_go(case: str, hostile: tuple[NsqdProcess, Bystanders]) -> None:
     proc, by = hostile
-    wire, error = DEFLATE_BREAKS[case]
-    conn = deflate_conn(proc)
-    conn.send_wire(wire)
-    if error is not None:
-        assert conn.frame() == (FRAME_ERROR, error)
-    assert_closed(conn)
-    by.check()
+    assert_answered_then_closed(deflate_conn(proc), *DEFLATE_BREAKS[case], by)
 
 
 def test_deflate_bomb_is_bounded(hostile: tuple[NsqdProcess, Bystanders]) -> None:
