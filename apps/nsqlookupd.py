@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-import time
 
-from nsqd_py.runtime.version import exit_if_only_version, version_line
+from nsqd_py.runtime.version import exit_if_only_version
 
 _PREFIX = "[nsqlookupd] "
 
@@ -17,22 +16,12 @@ def main(argv: list[str] | None = None) -> None:
 
     patch_all()
     from nsqd_py.daemon import service
-    from nsqd_py.daemon.options import ConfigError, ResolveError
+    from nsqd_py.daemon.options import parsed_or_exit
     from nsqd_py.lookupd.nsqlookupd import NSQLookupd, StartupError
     from nsqd_py.lookupd.options import parse_options
     from nsqd_py.runtime.log import Logger
 
-    try:
-        opts = parse_options(args)
-    except ConfigError as err:
-        Logger(_PREFIX).fatal(str(err))
-        sys.exit(1)
-    except ResolveError as err:  # Go's plain log.Fatalf: no prefix, no level
-        print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} {err}", file=sys.stderr)
-        sys.exit(1)
-    if opts.show_version:
-        print(version_line("nsqlookupd"))
-        return
+    opts = parsed_or_exit(parse_options, args, "nsqlookupd")
     logger = Logger(opts.log_prefix, opts.log_level)
     try:
         service.run(NSQLookupd(opts, logger))

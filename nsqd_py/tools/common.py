@@ -1,5 +1,5 @@
 """Bits every tool shares: Go's `log.Fatal`, go-nsq-style log lines, the user agent, the consuming tools'
-source flags, and `--consumer-opt`/`--producer-opt key,value` parsing."""
+source flags (`SourceOptions`), and `--consumer-opt`/`--producer-opt key,value` parsing."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ import os
 import ssl
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from ..go.durations import MILLISECOND, SECOND, parse_duration
-from ..go.goflags import FlagSet, parse_bool, parse_int
+from ..go.goflags import parse_bool, parse_int
+from ..go.settings import BOOL, DURATION, INT, LIST, parse_flags, setting
 from ..runtime.log import DEBUG, ERROR, FATAL, INFO, WARN
-from ..runtime.version import NSQ_VERSION, PY_VERSION
+from ..runtime.version import NSQ_VERSION, PY_VERSION, version_line
 
 
 def tool_main(parse_options: Callable[[list[str]], Any], run: Callable[[Any], object]) -> Callable[..., None]:
@@ -53,28 +54,6 @@ def log_fatal(msg: str) -> NoReturn:
     """Go's `log.Fatal`: a `log_printf` line, then exit status 1."""
     log_printf(msg)
     raise SystemExit(1)
-
-
-def one_source(values: dict[str, Any], missing_end: str = "") -> tuple[list[str], list[str]]:
-    """The nsqd and lookupd addresses of a consuming tool: exactly one kind must be given, else the Go tool's
-    fatal line (``missing_end``: nsq_to_file's ends its first one in a period)."""
-    nsqds, lookupds = values["nsqd-tcp-address"], values["lookupd-http-address"]
-    if not nsqds and not lookupds:
-        log_fatal(f"--nsqd-tcp-address or --lookupd-http-address required{missing_end}")
-    if nsqds and lookupds:
-        log_fatal("use --nsqd-tcp-address or --lookupd-http-address not both")
-    return nsqds, lookupds
-
-
-def add_source_flags(fs: FlagSet, topic_help: str) -> None:
-    """Where a consuming tool reads from: nsqd or lookupd addresses, topics, and go-nsq Consumer options
-    (``topic_help`` as the Go tool words it)."""
-    fs.add("nsqd-tcp-address", "list", [], "nsqd TCP address (may be given multiple times)")
-    fs.add("lookupd-http-address", "list", [], "lookupd HTTP address (may be given multiple times)")
-    fs.add("topic", "list", [], topic_help)
-    fs.add("consumer-opt", "list", [],
-           "option to passthrough to nsq.Consumer (may be given multiple times, "
-           "http://godoc.org/github.com/nsqio/go-nsq#Config)")
 
 
 def user_agent(app: str) -> str:
@@ -162,3 +141,78 @@ def client_settings(opts: list[str]) -> ClientSettings:
     for opt in opts:
         settings.set(opt)
     return settings
+
+
+_GONSQ_CONFIG = "http://godoc.org/github.com/nsqio/go-nsq#Config"
+CONSUMER_OPT_USAGE = f"option to passthrough to nsq.Consumer (may be given multiple times, {_GONSQ_CONFIG})"
+PRODUCER_OPT_USAGE = f"option to passthrough to nsq.Producer (may be given multiple times, {_GONSQ_CONFIG})"
+
+
+@dataclass
+class SourceOptions:
+    """The flags of every consuming tool: where it reads (nsqd or lookupd, topics) and go-nsq Consumer options.
+    A tool's options class extends it; redeclaring a field changes its default or help, as the Go tool words it."""
+
+    version: bool = setting("version", BOOL, False, "print version string")
+    topics: list[str] = setting("topic", LIST, [], "nsq topic (may be given multiple times)")
+    nsqd_tcp_addresses: list[str] = setting("nsqd-tcp-address", LIST, [],
+                                            "nsqd TCP address (may be given multiple times)")
+    lookupd_http_addresses: list[str] = setting("lookupd-http-address", LIST, [],
+                                                "lookupd HTTP address (may be given multiple times)")
+    max_in_flight: int = setting("max-in-flight", INT, 200, "max number of messages to allow in flight")
+    consumer_opts: list[str] = setting("consumer-opt", LIST, [], CONSUMER_OPT_USAGE)
+    #: the parsed `consumer_opts` (`read_client_settings`)
+    consumer: ClientSettings = field(default_factory=ClientSettings)
+
+    def check_one_source(self, missing_end: str = "") -> None:
+        """Exactly one kind of source must be given, else the Go tool's fatal line (``missing_end``: nsq_to_file's
+        ends its first one in a period)."""
+        if not self.nsqd_tcp_addresses and not self.lookupd_http_addresses:
+            log_fatal(f"--nsqd-tcp-address or --lookupd-http-address required{missing_end}")
+        if self.nsqd_tcp_addresses and self.lookupd_http_addresses:
+            log_fatal("use --nsqd-tcp-address or --lookupd-http-address not both")
+
+
+_Options = TypeVar("_Options")
+
+
+def parse_tool_flags(cls: type[_Options], app: str, argv: Sequence[str]) -> _Options:
+    """A tool's options from its command line (Go's `flag.Parse`: usage and exit 2 on a bad flag)."""
+    opts: _Options = parse_flags(cls, app, argv)[0]
+    return opts
+
+
+def printed_version(version: bool, app: str) -> bool:
+    """`--version`: print the tool's version line; True when it did (the tool then runs nothing)."""
+    if version:
+        print(version_line(app))
+    return version
+
+
+def read_client_settings(opts: list[str], error_prefix: str) -> ClientSettings:
+    """`--consumer-opt`/`--producer-opt` values, or the tool's fatal line (``error_prefix`` - reason)."""
+    try:
+        return client_settings(opts)
+    except ValueError as err:
+        log_fatal(f"{error_prefix} - {err}")
+
+
+@dataclass
+class HTTPTimeoutOptions:
+    """The HTTP client timeouts of the tools that call nsqd's or lookupd's HTTP API."""
+
+    http_client_connect_timeout: int = setting("http-client-connect-timeout", DURATION, 2 * SECOND,
+                                               "timeout for HTTP connect")
+    http_client_request_timeout: int = setting("http-client-request-timeout", DURATION, 5 * SECOND,
+                                               "timeout for HTTP request")
+
+    @property
+    def http_timeout(self) -> tuple[float, float]:
+        """(connect, read) seconds."""
+        return self.http_client_connect_timeout / SECOND, self.http_client_request_timeout / SECOND
+
+    def check_http_timeouts(self) -> None:
+        if self.http_client_connect_timeout <= 0:
+            log_fatal("--http-client-connect-timeout should be positive")
+        if self.http_client_request_timeout <= 0:
+            log_fatal("--http-client-request-timeout should be positive")

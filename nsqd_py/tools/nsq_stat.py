@@ -15,9 +15,9 @@ from typing import Any
 
 from ..client import HTTPError, lookup_producers, nsqd_stats
 from ..go.durations import SECOND
-from ..go.goflags import FlagSet, parse_int
-from ..runtime.version import version_line
-from .common import log_fatal
+from ..go.goflags import parse_int
+from ..go.settings import BOOL, DURATION, LIST, STRING, custom, setting
+from .common import HTTPTimeoutOptions, log_fatal, parse_tool_flags, printed_version
 from .stat_table import HEADER, HEADER_EVERY, ChannelTotals, channel_totals, row
 
 APP = "nsq_stat"
@@ -27,50 +27,38 @@ def _set_count(text: str, _current: Any) -> int:
     return parse_int(text, 10, 32)
 
 
-def flag_set() -> FlagSet:
-    fs = FlagSet(APP)
-    fs.add("version", "bool", False, "print version")
-    fs.add("topic", "string", "", "NSQ topic")
-    fs.add("channel", "string", "", "NSQ channel")
-    fs.add("interval", "duration", 2 * SECOND, "duration of time between polling/printing output")
-    fs.add("status-every", "duration", 0, "(deprecated) use --interval")
-    fs.add("http-client-connect-timeout", "duration", 2 * SECOND, "timeout for HTTP connect")
-    fs.add("http-client-request-timeout", "duration", 5 * SECOND, "timeout for HTTP request")
-    fs.add_var("count", None, "number of reports", _set_count, show=lambda _v: "N")
-    fs.add("nsqd-http-address", "list", [], "nsqd HTTP address (may be given multiple times)")
-    fs.add("lookupd-http-address", "list", [], "lookupd HTTP address (may be given multiple times)")
-    return fs
-
-
 @dataclass
-class Options:
-    topic: str
-    channel: str
-    interval: float
-    count: int | None
-    nsqd_http_addresses: list[str]
-    lookupd_http_addresses: list[str]
-    http_timeout: tuple[float, float]
+class Options(HTTPTimeoutOptions):
+    version: bool = setting("version", BOOL, False, "print version")
+    topic: str = setting("topic", STRING, "", "NSQ topic")
+    channel: str = setting("channel", STRING, "", "NSQ channel")
+    interval_ns: int = setting("interval", DURATION, 2 * SECOND, "duration of time between polling/printing output")
+    status_every: int = setting("status-every", DURATION, 0, "(deprecated) use --interval")
+    count: int | None = setting("count", custom(_set_count, show=lambda _v: "N"), None, "number of reports")
+    nsqd_http_addresses: list[str] = setting("nsqd-http-address", LIST, [],
+                                             "nsqd HTTP address (may be given multiple times)")
+    lookupd_http_addresses: list[str] = setting("lookupd-http-address", LIST, [],
+                                                "lookupd HTTP address (may be given multiple times)")
+
+    @property
+    def interval(self) -> float:
+        """Seconds between reports (the deprecated --status-every wins when given)."""
+        return (self.status_every or self.interval_ns) / SECOND
 
 
 def parse_options(argv: Sequence[str]) -> Options | None:
     """Flags to Options with the Go tool's checks; None after --version."""
-    v = flag_set().parse(argv).values
-    if v["version"]:
-        print(version_line(APP))
+    opts = parse_tool_flags(Options, APP, argv)
+    if printed_version(opts.version, APP):
         return None
-    if not v["topic"] or not v["channel"]:
+    if not opts.topic or not opts.channel:
         log_fatal("--topic and --channel are required")
-    interval = v["status-every"] or v["interval"]
-    if interval <= 0:
+    if opts.interval <= 0:
         log_fatal("--interval should be positive")
-    if v["http-client-connect-timeout"] <= 0:
-        log_fatal("--http-client-connect-timeout should be positive")
-    if v["http-client-request-timeout"] <= 0:
-        log_fatal("--http-client-request-timeout should be positive")
-    if v["count"] is not None and v["count"] <= 0:
+    opts.check_http_timeouts()
+    if opts.count is not None and opts.count <= 0:
         log_fatal("--count should be positive")
-    nsqds, lookupds = v["nsqd-http-address"], v["lookupd-http-address"]
+    nsqds, lookupds = opts.nsqd_http_addresses, opts.lookupd_http_addresses
     if not nsqds and not lookupds:
         log_fatal("--nsqd-http-address or --lookupd-http-address required")
     if nsqds and lookupds:
@@ -78,8 +66,7 @@ def parse_options(argv: Sequence[str]) -> Options | None:
     for flag, addresses in (("--nsqd-http-address", nsqds), ("--lookupd-http-address", lookupds)):
         if any(a.startswith("http") for a in addresses):
             log_fatal(f"{flag} error - address should not contain scheme")
-    timeout = (v["http-client-connect-timeout"] / SECOND, v["http-client-request-timeout"] / SECOND)
-    return Options(v["topic"], v["channel"], interval / SECOND, v["count"], nsqds, lookupds, timeout)
+    return opts
 
 
 def poll(opts: Options) -> ChannelTotals:

@@ -14,16 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..client import Consumer, Message
-from ..go.goflags import FlagSet
-from ..runtime.version import version_line
+from ..go.settings import BOOL, INT, LIST, STRING, setting
 from .common import (
-    ClientSettings,
-    add_source_flags,
-    client_settings,
+    SourceOptions,
     gonsq_log,
     log_fatal,
     log_printf,
-    one_source,
+    parse_tool_flags,
+    printed_version,
+    read_client_settings,
     user_agent,
 )
 
@@ -32,46 +31,27 @@ APP = "nsq_tail"
 _STOP_TIMEOUT = 5.0
 
 
-def flag_set() -> FlagSet:
-    fs = FlagSet(APP)
-    fs.add("version", "bool", False, "print version string")
-    fs.add("channel", "string", "", "NSQ channel")
-    fs.add("max-in-flight", "int", 200, "max number of messages to allow in flight")
-    fs.add("n", "int", 0, "total messages to show (will wait if starved)")
-    fs.add("print-topic", "bool", False, "print topic name where message was received")
-    add_source_flags(fs, "NSQ topic (may be given multiple times)")
-    return fs
-
-
 @dataclass
-class Options:
-    topics: list[str]
-    channel: str
-    max_in_flight: int
-    total: int
-    print_topic: bool
-    nsqd_tcp_addresses: list[str]
-    lookupd_http_addresses: list[str]
-    consumer: ClientSettings
+class Options(SourceOptions):
+    topics: list[str] = setting("topic", LIST, [], "NSQ topic (may be given multiple times)")
+    channel: str = setting("channel", STRING, "", "NSQ channel")
+    total: int = setting("n", INT, 0, "total messages to show (will wait if starved)")
+    print_topic: bool = setting("print-topic", BOOL, False, "print topic name where message was received")
 
 
 def parse_options(argv: Sequence[str]) -> Options | None:
-    v = flag_set().parse(argv).values
-    try:
-        consumer = client_settings(v["consumer-opt"])
-    except ValueError as err:
-        log_fatal(f"invalid --consumer-opt - {err}")
-    if v["version"]:
-        print(version_line(APP))
+    opts = parse_tool_flags(Options, APP, argv)
+    opts.consumer = read_client_settings(opts.consumer_opts, "invalid --consumer-opt")
+    if printed_version(opts.version, APP):
         return None
-    channel = v["channel"] or f"tail{random.randrange(999999):06d}#ephemeral"
-    nsqds, lookupds = one_source(v)
-    if not v["topic"]:
+    opts.channel = opts.channel or f"tail{random.randrange(999999):06d}#ephemeral"
+    opts.check_one_source()
+    if not opts.topics:
         log_fatal("--topic required")
-    max_in_flight = consumer.max_in_flight or v["max-in-flight"]
-    if 0 < v["n"] < max_in_flight:  # don't ask for more messages than we want
-        max_in_flight = v["n"]
-    return Options(v["topic"], channel, max_in_flight, v["n"], v["print-topic"], nsqds, lookupds, consumer)
+    opts.max_in_flight = opts.consumer.max_in_flight or opts.max_in_flight
+    if 0 < opts.total < opts.max_in_flight:  # don't ask for more messages than we want
+        opts.max_in_flight = opts.total
+    return opts
 
 
 def run(opts: Options) -> None:

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 from ..client import Consumer, HTTPError, lookupd_topics
 from ..go.durations import SECOND
-from ..go.goflags import FlagSet
-from ..runtime.log import ERROR, FATAL, WARN, Logger, parse_level
-from ..runtime.version import version_line
-from .common import ClientSettings, add_source_flags, client_settings, log_fatal, one_source, user_agent
+from ..go.settings import BOOL, DURATION, INT, STRING, parse_flags, setting
+from ..runtime.log import ERROR, FATAL, INFO, WARN, Logger, parse_level
+from .common import HTTPTimeoutOptions, SourceOptions, log_fatal, printed_version, read_client_settings, user_agent
 from .file_logger import FatalError, FileLogger, FileOptions
 from .filenames import filename_template
 from .topic_router import TopicRouter
@@ -30,98 +29,65 @@ APP = "nsq_to_file"
 _SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
-def flag_set() -> FlagSet:
-    fs = FlagSet(APP)
-    fs.add("version", "bool", False, "print version string")
-    fs.add("log-level", "string", "info", "set log verbosity: debug, info, warn, error, or fatal")
-    fs.add("log-prefix", "string", "[nsq_to_file] ", "log message prefix")
-    fs.add("channel", "string", "nsq_to_file", "nsq channel")
-    fs.add("max-in-flight", "int", 200, "max number of messages to allow in flight")
-    fs.add("output-dir", "string", "/tmp", "directory to write output files to")
-    fs.add("work-dir", "string", "", "directory for in-progress files before moving to output-dir")
-    fs.add("datetime-format", "string", "%Y-%m-%d_%H", "strftime compatible format for <DATETIME> in filename format")
-    fs.add("filename-format", "string", "<TOPIC>.<HOST><REV>.<DATETIME>.log",
-           "output filename format (<TOPIC>, <HOST>, <PID>, <DATETIME>, <REV> are replaced. "
-           "<REV> is increased when file already exists)")
-    fs.add("host-identifier", "string", "",
-           "value to output in log filename in place of hostname. <SHORT_HOST> and <HOSTNAME> are valid "
-           "replacement tokens")
-    fs.add("gzip-level", "int", 6, "gzip compression level (1-9, 1=BestSpeed, 9=BestCompression)")
-    fs.add("gzip", "bool", False, "gzip output files.")
-    fs.add("skip-empty-files", "bool", False, "skip writing empty files")
-    fs.add("topic-refresh", "duration", 60 * SECOND, "how frequently the topic list should be refreshed")
-    fs.add("topic-pattern", "string", "", "only log topics matching the following pattern")
-    fs.add("rotate-size", "int", 0, "rotate the file when it grows bigger than `rotate-size` bytes")
-    fs.add("rotate-interval", "duration", 0, "rotate the file every duration")
-    fs.add("sync-interval", "duration", 30 * SECOND, "sync file to disk every duration")
-    fs.add("http-client-connect-timeout", "duration", 2 * SECOND, "timeout for HTTP connect")
-    fs.add("http-client-request-timeout", "duration", 5 * SECOND, "timeout for HTTP request")
-    add_source_flags(fs, "nsq topic (may be given multiple times)")
-    return fs
-
-
 @dataclass
-class Options:
-    topics: list[str]
-    topic_pattern: str
-    topic_refresh: float
-    channel: str
-    nsqd_tcp_addresses: list[str]
-    lookupd_http_addresses: list[str]
-    consumer: ClientSettings
-    max_in_flight: int
-    http_timeout: tuple[float, float]
-    log_prefix: str
-    log_level: int
-    files: FileOptions
-    filename_format: str
-    host_identifier: str
-    sync_interval: float
+class Options(SourceOptions, HTTPTimeoutOptions):
+    log_level_name: str = setting("log-level", STRING, "info", "set log verbosity: debug, info, warn, error, or fatal")
+    log_prefix: str = setting("log-prefix", STRING, "[nsq_to_file] ", "log message prefix")
+    channel: str = setting("channel", STRING, "nsq_to_file", "nsq channel")
+    output_dir: str = setting("output-dir", STRING, "/tmp", "directory to write output files to")
+    work_dir: str = setting("work-dir", STRING, "", "directory for in-progress files before moving to output-dir")
+    datetime_format: str = setting("datetime-format", STRING, "%Y-%m-%d_%H",
+                                   "strftime compatible format for <DATETIME> in filename format")
+    filename_format: str = setting("filename-format", STRING, "<TOPIC>.<HOST><REV>.<DATETIME>.log",
+                                   "output filename format (<TOPIC>, <HOST>, <PID>, <DATETIME>, <REV> are replaced. "
+                                   "<REV> is increased when file already exists)")
+    host_identifier: str = setting("host-identifier", STRING, "",
+                                   "value to output in log filename in place of hostname. <SHORT_HOST> and "
+                                   "<HOSTNAME> are valid replacement tokens")
+    gzip_level: int = setting("gzip-level", INT, 6, "gzip compression level (1-9, 1=BestSpeed, 9=BestCompression)")
+    gzip: bool = setting("gzip", BOOL, False, "gzip output files.")
+    skip_empty_files: bool = setting("skip-empty-files", BOOL, False, "skip writing empty files")
+    topic_refresh: int = setting("topic-refresh", DURATION, 60 * SECOND,
+                                 "how frequently the topic list should be refreshed")
+    topic_pattern: str = setting("topic-pattern", STRING, "", "only log topics matching the following pattern")
+    rotate_size: int = setting("rotate-size", INT, 0, "rotate the file when it grows bigger than `rotate-size` bytes")
+    rotate_interval: int = setting("rotate-interval", DURATION, 0, "rotate the file every duration")
+    sync_interval: int = setting("sync-interval", DURATION, 30 * SECOND, "sync file to disk every duration")
+    #: the parsed `log_level_name`
+    log_level: int = INFO
+
+    @property
+    def files(self) -> FileOptions:
+        return FileOptions(
+            output_dir=self.output_dir, work_dir=self.work_dir or self.output_dir,
+            datetime_format=self.datetime_format, gzip=self.gzip, gzip_level=self.gzip_level,
+            rotate_size=self.rotate_size, rotate_interval=self.rotate_interval, skip_empty_files=self.skip_empty_files,
+        )
 
 
 def parse_options(argv: Sequence[str]) -> Options | None:
     """Flags to Options, with the Go tool's checks and `log.Fatal` messages; None after --version."""
-    parsed = flag_set().parse(argv)
-    v = parsed.values
+    opts, parsed = parse_flags(Options, APP, argv)
     if parsed.args:
         log_fatal(f"unknown arguments: [{' '.join(parsed.args)}]")
     try:
-        log_level = parse_level(v["log-level"])
+        opts.log_level = parse_level(opts.log_level_name)
     except ValueError:
         log_fatal("--log-level is invalid")
-    if v["version"]:
-        print(version_line(APP))
+    if printed_version(opts.version, APP):
         return None
-    if not v["channel"]:
+    if not opts.channel:
         log_fatal("--channel is required")
-    if v["http-client-connect-timeout"] <= 0:
-        log_fatal("--http-client-connect-timeout should be positive")
-    if v["http-client-request-timeout"] <= 0:
-        log_fatal("--http-client-request-timeout should be positive")
-    nsqds, lookupds = one_source(v, ".")
-    if not 1 <= v["gzip-level"] <= 9:
-        log_fatal(f"invalid --gzip-level value ({v['gzip-level']}), should be 1-9")
-    if not v["topic"] and not v["topic-pattern"]:
+    opts.check_http_timeouts()
+    opts.check_one_source(".")
+    if not 1 <= opts.gzip_level <= 9:
+        log_fatal(f"invalid --gzip-level value ({opts.gzip_level}), should be 1-9")
+    if not opts.topics and not opts.topic_pattern:
         log_fatal("--topic or --topic-pattern required")
-    if not v["topic"] and not lookupds:
+    if not opts.topics and not opts.lookupd_http_addresses:
         log_fatal("--lookupd-http-address must be specified when no --topic specified")
-    try:
-        consumer = client_settings(v["consumer-opt"])
-    except ValueError as err:
-        log_fatal(f"invalid --consumer-opt - {err}")
-    files = FileOptions(
-        output_dir=v["output-dir"], work_dir=v["work-dir"] or v["output-dir"],
-        datetime_format=v["datetime-format"], gzip=v["gzip"], gzip_level=v["gzip-level"],
-        rotate_size=v["rotate-size"], rotate_interval=v["rotate-interval"], skip_empty_files=v["skip-empty-files"],
-    )
-    opts = Options(
-        topics=v["topic"], topic_pattern=v["topic-pattern"], topic_refresh=v["topic-refresh"] / SECOND,
-        channel=v["channel"], nsqd_tcp_addresses=nsqds, lookupd_http_addresses=lookupds, consumer=consumer,
-        max_in_flight=consumer.max_in_flight or v["max-in-flight"],
-        http_timeout=(v["http-client-connect-timeout"] / SECOND, v["http-client-request-timeout"] / SECOND),
-        log_prefix=v["log-prefix"], log_level=log_level, files=files, filename_format=v["filename-format"],
-        host_identifier=v["host-identifier"], sync_interval=v["sync-interval"] / SECOND,
-    )
+    opts.consumer = read_client_settings(opts.consumer_opts, "invalid --consumer-opt")
+    opts.max_in_flight = opts.consumer.max_in_flight or opts.max_in_flight
     try:
         template_for(opts, "topic")
     except ValueError as err:  # the Go tool only logs this per topic and then idles; fail fast instead
@@ -160,7 +126,7 @@ class TopicDiscoverer:
         opts = self.opts
         refresh = not opts.topics
         self.update_topics(opts.topics if opts.topics else self._lookup_topics())
-        next_refresh = time.monotonic() + opts.topic_refresh
+        next_refresh = time.monotonic() + opts.topic_refresh / SECOND
         while not self._term:
             self._wake.wait(min(1.0, max(0.0, next_refresh - time.monotonic())) if refresh else 1.0)
             self._wake.clear()
@@ -169,7 +135,7 @@ class TopicDiscoverer:
                 for router in self.routers.values():
                     router.hup.set()
             if refresh and time.monotonic() >= next_refresh:
-                next_refresh = time.monotonic() + opts.topic_refresh
+                next_refresh = time.monotonic() + opts.topic_refresh / SECOND
                 self.update_topics(self._lookup_topics())
         for router in self.routers.values():
             router.term.set()
@@ -198,7 +164,7 @@ class TopicDiscoverer:
             )
             files = FileLogger(opts.files, template, self.logger.log, f"[{topic}/{opts.channel}]")
             router = TopicRouter(consumer, files, max_in_flight=opts.max_in_flight,
-                                 sync_interval=opts.sync_interval, skip_empty_files=opts.files.skip_empty_files)
+                                 sync_interval=opts.sync_interval / SECOND, skip_empty_files=opts.skip_empty_files)
             self.routers[topic] = router
             thread = threading.Thread(target=self._run_router, args=(router,), name=f"router:{topic}", daemon=True)
             self._threads.append(thread)

@@ -12,104 +12,92 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import urllib3
 
 from ..client import Message
 from ..go.durations import SECOND
-from ..go.goflags import FlagSet
-from ..runtime.version import version_line
-from .common import ClientSettings, add_source_flags, client_settings, log_fatal, log_printf, one_source, user_agent
-from .relay import TimerMetrics, host_selector, make_consumers, relay
+from ..go.settings import DURATION, FLOAT, INT, LIST, STRING, setting
+from .common import (
+    HTTPTimeoutOptions,
+    SourceOptions,
+    log_fatal,
+    log_printf,
+    parse_tool_flags,
+    printed_version,
+    read_client_settings,
+    user_agent,
+)
+from .relay import MODE_USAGE, TimerMetrics, check_mode, host_selector, make_consumers, relay
 
 APP = "nsq_to_http"
-_MODES = ("round-robin", "hostpool", "epsilon-greedy")
 _DEFAULT_CONTENT_TYPE = "application/octet-stream"
 
 
-def flag_set() -> FlagSet:
-    fs = FlagSet(APP)
-    fs.add("version", "bool", False, "print version string")
-    fs.add("channel", "string", "nsq_to_http", "nsq channel")
-    fs.add("max-in-flight", "int", 200, "max number of messages to allow in flight")
-    fs.add("n", "int", 100, "number of concurrent publishers")
-    fs.add("mode", "string", "hostpool",
-           "the upstream request mode options: round-robin, hostpool (default), epsilon-greedy")
-    fs.add("sample", "float", 1.0, "% of messages to publish (float b/w 0 -> 1)")
-    fs.add("http-client-connect-timeout", "duration", 2 * SECOND, "timeout for HTTP connect")
-    fs.add("http-client-request-timeout", "duration", 20 * SECOND, "timeout for HTTP request")
-    fs.add("status-every", "int", 250, "the # of requests between logging status (per handler), 0 disables")
-    fs.add("content-type", "string", _DEFAULT_CONTENT_TYPE, "the Content-Type used for POST requests")
-    fs.add("header", "list", [], "Adds a custom header to HTTP requests (may be given multiple times)")
-    fs.add("post", "list", [],
-           "HTTP address to make a POST request to.  data will be in the body (may be given multiple times)")
-    fs.add("get", "list", [],
-           "HTTP address to make a GET request to. '%s' will be printf replaced with data (may be given multiple "
-           "times)")
-    add_source_flags(fs, "nsq topic")
-    return fs
-
-
 @dataclass
-class Options:
-    topic: str
-    channel: str
-    max_in_flight: int
-    publishers: int
-    mode: str
-    sample: float
-    timeout: tuple[float, float]
-    status_every: int
-    content_type: str
-    headers: dict[str, str]
-    method: str
-    addresses: list[str]
-    nsqd_tcp_addresses: list[str]
-    lookupd_http_addresses: list[str]
-    consumer: ClientSettings
+class Options(SourceOptions, HTTPTimeoutOptions):
+    topics: list[str] = setting("topic", LIST, [], "nsq topic")
+    channel: str = setting("channel", STRING, "nsq_to_http", "nsq channel")
+    publishers: int = setting("n", INT, 100, "number of concurrent publishers")
+    mode: str = setting("mode", STRING, "hostpool", MODE_USAGE)
+    sample: float = setting("sample", FLOAT, 1.0, "% of messages to publish (float b/w 0 -> 1)")
+    http_client_request_timeout: int = setting("http-client-request-timeout", DURATION, 20 * SECOND,
+                                               "timeout for HTTP request")
+    status_every: int = setting("status-every", INT, 250,
+                                "the # of requests between logging status (per handler), 0 disables")
+    content_type: str = setting("content-type", STRING, _DEFAULT_CONTENT_TYPE,
+                                "the Content-Type used for POST requests")
+    header_lines: list[str] = setting("header", LIST, [],
+                                      "Adds a custom header to HTTP requests (may be given multiple times)")
+    posts: list[str] = setting("post", LIST, [], "HTTP address to make a POST request to.  data will be in the body "
+                               "(may be given multiple times)")
+    gets: list[str] = setting("get", LIST, [], "HTTP address to make a GET request to. '%s' will be printf replaced "
+                              "with data (may be given multiple times)")
+    #: the parsed `header_lines`
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def topic(self) -> str:
+        return self.topics[0]
+
+    @property
+    def method(self) -> str:
+        return "POST" if self.posts else "GET"
+
+    @property
+    def addresses(self) -> list[str]:
+        return self.posts or self.gets
 
 
 def parse_options(argv: Sequence[str]) -> Options | None:
-    fs = flag_set()
-    v = fs.parse(argv).values
-    try:
-        consumer = client_settings(v["consumer-opt"])
-    except ValueError as err:
-        log_fatal(f"invalid --consumer-opt - {err}")
-    if v["version"]:
-        print(version_line(APP))
+    opts = parse_tool_flags(Options, APP, argv)
+    opts.consumer = read_client_settings(opts.consumer_opts, "invalid --consumer-opt")
+    if printed_version(opts.version, APP):
         return None
-    topics = v["topic"]
-    if len(topics) != 1 or not v["channel"]:
+    if len(opts.topics) != 1 or not opts.channel:
         log_fatal("--topic and --channel are required")
-    if v["content-type"] != _DEFAULT_CONTENT_TYPE:
-        if not v["post"]:
+    if opts.content_type != _DEFAULT_CONTENT_TYPE:
+        if not opts.posts:
             log_fatal("--content-type only used with --post")
-        if not v["content-type"]:
+        if not opts.content_type:
             log_fatal("--content-type requires a value when used")
-    nsqds, lookupds = one_source(v)
-    gets, posts = v["get"], v["post"]
-    if not gets and not posts:
+    opts.check_one_source()
+    if not opts.gets and not opts.posts:
         log_fatal("--get or --post required")
-    if gets and posts:
+    if opts.gets and opts.posts:
         log_fatal("use --get or --post not both")
-    if any(get.count("%s") != 1 for get in gets):
+    if any(get.count("%s") != 1 for get in opts.gets):
         log_fatal("invalid GET address - must be a printf string")
-    if v["mode"] not in _MODES:
-        log_fatal(f"invalid --mode '{v['mode']}' (round-robin, hostpool, epsilon-greedy)")
-    if not 0.0 <= v["sample"] <= 1.0:
+    check_mode(opts.mode)
+    if not 0.0 <= opts.sample <= 1.0:
         log_fatal("ERROR: --sample must be between 0.0 and 1.0")
-    headers = {}
-    for header in v["header"]:
+    for header in opts.header_lines:
         name, sep, value = header.partition(":")
         if not sep or not name.strip():
             log_fatal(f"Invalid header {header!r}, must be in the form 'key: value'")
-        headers[name.strip()] = value.strip()
-    return Options(topics[0], v["channel"], v["max-in-flight"], v["n"], v["mode"], v["sample"],
-                   (v["http-client-connect-timeout"] / SECOND, v["http-client-request-timeout"] / SECOND),
-                   v["status-every"], v["content-type"], headers, "POST" if posts else "GET", posts or gets,
-                   nsqds, lookupds, consumer)
+        opts.headers[name.strip()] = value.strip()
+    return opts
 
 
 class HTTPPublisher:
@@ -119,8 +107,9 @@ class HTTPPublisher:
         self.opts = opts
         self.hosts = host_selector(opts.mode, opts.addresses)
         self._hosts_lock = threading.Lock()
+        connect, read = opts.http_timeout
         self._pool = urllib3.PoolManager(maxsize=max(1, opts.publishers), retries=False,
-                                         timeout=urllib3.Timeout(connect=opts.timeout[0], read=opts.timeout[1]))
+                                         timeout=urllib3.Timeout(connect=connect, read=read))
         self._headers = {"User-Agent": user_agent(APP), **opts.headers}
         self.aggregate = TimerMetrics(opts.status_every, "[aggregate]:")
         every = 0 if len(opts.addresses) == 1 else opts.status_every  # one endpoint: the aggregate says it all

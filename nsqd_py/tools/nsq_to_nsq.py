@@ -12,85 +12,69 @@ import json
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..client import Message, NSQError, Producer
-from ..go.goflags import FlagSet
-from ..runtime.version import version_line
-from .common import ClientSettings, add_source_flags, client_settings, log_fatal, log_printf, one_source, user_agent
-from .relay import TimerMetrics, host_selector, make_consumers, relay
+from ..go.settings import INT, LIST, STRING, setting
+from .common import (
+    PRODUCER_OPT_USAGE,
+    ClientSettings,
+    SourceOptions,
+    log_fatal,
+    log_printf,
+    parse_tool_flags,
+    printed_version,
+    read_client_settings,
+    user_agent,
+)
+from .relay import MODE_USAGE, TimerMetrics, check_mode, host_selector, make_consumers, relay
 
 APP = "nsq_to_nsq"
-_MODES = ("round-robin", "hostpool", "epsilon-greedy")
 #: messages per MPUB to a destination
 _BATCH = 100
 
 
-def flag_set() -> FlagSet:
-    fs = FlagSet(APP)
-    fs.add("version", "bool", False, "print version string")
-    fs.add("channel", "string", "nsq_to_nsq", "nsq channel")
-    fs.add("destination-topic", "string", "",
-           "use this destination topic for all consumed topics (default is consumed topic name)")
-    fs.add("max-in-flight", "int", 200, "max number of messages to allow in flight")
-    fs.add("status-every", "int", 250, "the # of requests between logging status (per destination), 0 disables")
-    fs.add("mode", "string", "hostpool", "the upstream request mode options: round-robin, hostpool (default), "
-           "epsilon-greedy")
-    fs.add("destination-nsqd-tcp-address", "list", [], "destination nsqd TCP address (may be given multiple times)")
-    fs.add("whitelist-json-field", "list", [], "for JSON messages: pass this field (may be given multiple times)")
-    fs.add("require-json-field", "string", "", "for JSON messages: only pass messages that contain this field")
-    fs.add("require-json-value", "string", "",
-           "for JSON messages: only pass messages in which the required field has this value")
-    fs.add("producer-opt", "list", [],
-           "option to passthrough to nsq.Producer (may be given multiple times, "
-           "http://godoc.org/github.com/nsqio/go-nsq#Config)")
-    add_source_flags(fs, "nsq topic (may be given multiple times)")
-    return fs
-
-
 @dataclass
-class Options:
-    topics: list[str]
-    channel: str
-    destination_topic: str
-    max_in_flight: int
-    status_every: int
-    mode: str
-    destinations: list[str]
-    whitelist: list[str]
-    require_field: str
-    require_value: str
-    nsqd_tcp_addresses: list[str]
-    lookupd_http_addresses: list[str]
-    consumer: ClientSettings
-    producer: ClientSettings
+class Options(SourceOptions):
+    channel: str = setting("channel", STRING, "nsq_to_nsq", "nsq channel")
+    destination_topic: str = setting("destination-topic", STRING, "",
+                                     "use this destination topic for all consumed topics (default is consumed topic "
+                                     "name)")
+    status_every: int = setting("status-every", INT, 250,
+                                "the # of requests between logging status (per destination), 0 disables")
+    mode: str = setting("mode", STRING, "hostpool", MODE_USAGE)
+    destinations: list[str] = setting("destination-nsqd-tcp-address", LIST, [],
+                                      "destination nsqd TCP address (may be given multiple times)")
+    whitelist: list[str] = setting("whitelist-json-field", LIST, [],
+                                   "for JSON messages: pass this field (may be given multiple times)")
+    require_field: str = setting("require-json-field", STRING, "",
+                                 "for JSON messages: only pass messages that contain this field")
+    require_value: str = setting("require-json-value", STRING, "",
+                                 "for JSON messages: only pass messages in which the required field has this value")
+    producer_opts: list[str] = setting("producer-opt", LIST, [], PRODUCER_OPT_USAGE)
+    #: the parsed `producer_opts`
+    producer: ClientSettings = field(default_factory=ClientSettings)
 
 
 def parse_options(argv: Sequence[str]) -> Options | None:
-    v = flag_set().parse(argv).values
-    try:
-        consumer = client_settings(v["consumer-opt"])
-        producer = client_settings(v["producer-opt"])
-    except ValueError as err:
-        log_fatal(f"invalid option - {err}")
-    if v["version"]:
-        print(version_line(APP))
+    opts = parse_tool_flags(Options, APP, argv)
+    opts.consumer = read_client_settings(opts.consumer_opts, "invalid option")
+    opts.producer = read_client_settings(opts.producer_opts, "invalid option")
+    if printed_version(opts.version, APP):
         return None
-    if not v["topic"]:
+    if not opts.topics:
         log_fatal("--topic is required")
-    if not v["channel"]:
+    if not opts.channel:
         log_fatal("--channel is required")
-    nsqds, lookupds = one_source(v)
-    if not v["destination-nsqd-tcp-address"]:
+    opts.check_one_source()
+    if not opts.destinations:
         log_fatal("--destination-nsqd-tcp-address required")
-    if v["mode"] not in _MODES:
-        log_fatal(f"invalid --mode '{v['mode']}' (round-robin, hostpool, epsilon-greedy)")
-    if v["require-json-value"] and not v["require-json-field"]:
+    check_mode(opts.mode)
+    if opts.require_value and not opts.require_field:
         log_fatal("--require-json-value requires --require-json-field")
-    return Options(v["topic"], v["channel"], v["destination-topic"], v["max-in-flight"], v["status-every"],
-                   v["mode"], list(dict.fromkeys(v["destination-nsqd-tcp-address"])), v["whitelist-json-field"],
-                   v["require-json-field"], v["require-json-value"], nsqds, lookupds, consumer, producer)
+    opts.destinations = list(dict.fromkeys(opts.destinations))
+    return opts
 
 
 class JSONFilter:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from ..client import Consumer, Message
-from .common import ClientSettings, gonsq_log, log_printf, user_agent
+from .common import ClientSettings, gonsq_log, log_fatal, log_printf, user_agent
 
 #: how long a stopping tool waits for in-flight deliveries to settle
 STOP_TIMEOUT = 30.0
@@ -67,6 +67,16 @@ class RoundRobin:
 
     def mark(self, host: str, ok: bool) -> None:
         """Round-robin ignores outcomes."""
+
+
+#: `--mode` of nsq_to_http and nsq_to_nsq (epsilon-greedy is taken as hostpool)
+MODES = ("round-robin", "hostpool", "epsilon-greedy")
+MODE_USAGE = "the upstream request mode options: round-robin, hostpool (default), epsilon-greedy"
+
+
+def check_mode(mode: str) -> None:
+    if mode not in MODES:
+        log_fatal(f"invalid --mode '{mode}' (round-robin, hostpool, epsilon-greedy)")
 
 
 def host_selector(mode: str, hosts: Sequence[str]) -> HostPool | RoundRobin:

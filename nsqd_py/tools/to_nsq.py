@@ -12,51 +12,50 @@ import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ..client import NSQError, Producer
-from ..go.goflags import FlagSet
-from .common import ClientSettings, client_settings, go_dial_error, log_fatal, user_agent
+from ..go.settings import INT, LIST, STRING, setting
+from .common import (
+    PRODUCER_OPT_USAGE,
+    ClientSettings,
+    go_dial_error,
+    log_fatal,
+    parse_tool_flags,
+    read_client_settings,
+    user_agent,
+)
 
 APP = "to_nsq"
 
 
-def flag_set() -> FlagSet:
-    fs = FlagSet(APP)
-    fs.add("topic", "string", "", "NSQ topic to publish to")
-    fs.add("delimiter", "string", "\n", "character to split input from stdin")
-    fs.add("nsqd-tcp-address", "list", [], "destination nsqd TCP address (may be given multiple times)")
-    fs.add("producer-opt", "list", [],
-           "option to passthrough to nsq.Producer (may be given multiple times, "
-           "http://godoc.org/github.com/nsqio/go-nsq#Config)")
-    fs.add("rate", "int", 0, "Throttle messages to n/second. 0 to disable")
-    return fs
-
-
 @dataclass
 class Options:
-    topic: str
-    delimiter: bytes
-    nsqd_tcp_addresses: list[str]
-    producer: ClientSettings
-    rate: int
+    topic: str = setting("topic", STRING, "", "NSQ topic to publish to")
+    delimiter_text: str = setting("delimiter", STRING, "\n", "character to split input from stdin")
+    nsqd_tcp_addresses: list[str] = setting("nsqd-tcp-address", LIST, [],
+                                            "destination nsqd TCP address (may be given multiple times)")
+    producer_opts: list[str] = setting("producer-opt", LIST, [], PRODUCER_OPT_USAGE)
+    rate: int = setting("rate", INT, 0, "Throttle messages to n/second. 0 to disable")
+    #: the parsed `producer_opts`
+    producer: ClientSettings = field(default_factory=ClientSettings)
+
+    @property
+    def delimiter(self) -> bytes:
+        return self.delimiter_text.encode("utf-8", "surrogateescape")
 
 
 def parse_options(argv: Sequence[str]) -> Options:
-    v = flag_set().parse(argv).values
-    try:
-        producer = client_settings(v["producer-opt"])
-    except ValueError as err:
-        log_fatal(f"invalid --producer-opt - {err}")
-    if not v["topic"]:
+    opts = parse_tool_flags(Options, APP, argv)
+    opts.producer = read_client_settings(opts.producer_opts, "invalid --producer-opt")
+    if not opts.topic:
         log_fatal("--topic required")
-    delimiter = v["delimiter"].encode("utf-8", "surrogateescape")
-    if len(delimiter) != 1:
+    if len(opts.delimiter) != 1:
         log_fatal("--delimiter must be a single byte")
-    if not v["nsqd-tcp-address"]:
+    if not opts.nsqd_tcp_addresses:
         log_fatal("--nsqd-tcp-address required")
-    return Options(v["topic"], delimiter, v["nsqd-tcp-address"], producer, v["rate"])
+    return opts
 
 
 def records(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:

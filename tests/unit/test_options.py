@@ -38,6 +38,7 @@ from nsqd_py.go.goflags import (
     parse_float,
     parse_int,
 )
+from nsqd_py.lookupd.options import parse_options as parse_lookupd_options
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_FILE = REPO / "configs" / "nsqd.toml"
@@ -423,20 +424,57 @@ def test_toml_non_string_for_string_option_renders_like_go(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('mem_queue_size = "abc"', 'ERROR: Resolve failed to coerce value abc (10000) for field mem_queue_size - '
+        ('mem_queue_size = "abc"', 'ERROR: Resolve failed to coerce value abc (10000) for field MemQueueSize - '
                                    'strconv.ParseInt: parsing "abc": invalid syntax'),
-        ("mem_queue_size = 1.5", "ERROR: Resolve failed to coerce value 1.5 (10000) for field mem_queue_size - "
+        ("mem_queue_size = 1.5", "ERROR: Resolve failed to coerce value 1.5 (10000) for field MemQueueSize - "
                                  "invalid int64 value type float64"),
-        ('msg_timeout = "60"', 'ERROR: Resolve failed to coerce value 60 (1m0s) for field msg_timeout - '
+        ('msg_timeout = "60"', 'ERROR: Resolve failed to coerce value 60 (1m0s) for field MsgTimeout - '
                                'time: missing unit in duration "60"'),
-        ('snappy = "yes"', 'ERROR: Resolve failed to coerce value yes (true) for field snappy - '
+        ('snappy = "yes"', 'ERROR: Resolve failed to coerce value yes (true) for field SnappyEnabled - '
                            'strconv.ParseBool: parsing "yes": invalid syntax'),
+        # Go names the struct field: initialisms upper case, four names of its own (all checked against nsqd 1.3.0)
+        ('broadcast_http_port = "x"', 'ERROR: Resolve failed to coerce value x (0) for field BroadcastHTTPPort - '
+                                      'strconv.ParseInt: parsing "x": invalid syntax'),
+        ("statsd_udp_packet_size = true", "ERROR: Resolve failed to coerce value true (508) for field "
+                                          "StatsdUDPPacketSize - invalid int64 value type bool"),
+        ("deflate = 2.5", "ERROR: Resolve failed to coerce value 2.5 (true) for field DeflateEnabled - "
+                          "invalid bool value type float64"),
+        ('e2e_processing_latency_percentiles = "x"', "ERROR: Resolve failed to coerce value x ([]) for field "
+         'E2EProcessingLatencyPercentiles - strconv.ParseFloat: parsing "x": invalid syntax'),
     ],
 )
 def test_toml_bad_values_are_resolve_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ResolveError) as info:
         parse_options(["--config", toml_file(tmp_path, text + "\n")])
     assert str(info.value) == message
+
+
+def test_toml_id_error_names_go_field(tmp_path: Path) -> None:
+    with pytest.raises(ResolveError, match=r"^ERROR: Resolve failed to coerce value true \(\d+\) for field ID - "
+                                           "invalid int64 value type bool$"):
+        parse_options(["--config", toml_file(tmp_path, "id = true\n")])
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "message"),
+    [  # what nsqlookupd 1.3.0 answers: the same go-options and config checks as nsqd
+        ("tombstone_lifetime = true", ResolveError, "ERROR: Resolve failed to coerce value true (45s) for field "
+                                                    "TombstoneLifetime - invalid time.Duration value type bool"),
+        ('log_level = "bogus"', ConfigError, "failed parsing log_level bogus"),
+        ("log_level = 2", ConfigError, "failed parsing log_level 2"),
+    ],
+)
+def test_lookupd_toml_errors_like_go(tmp_path: Path, text: str, error: type[Exception], message: str) -> None:
+    with pytest.raises(error) as info:
+        parse_lookupd_options(["--config", toml_file(tmp_path, text + "\n")])
+    assert str(info.value) == message
+
+
+def test_lookupd_toml_values_like_go(tmp_path: Path) -> None:
+    path = toml_file(tmp_path, 'log_prefix = 5\nlog_level = "debug"\ninactive_producer_timeout = 500\n')
+    opts = parse_lookupd_options(["--config", path, "--tcp-address=127.0.0.1:1"])
+    assert (opts.log_prefix, opts.log_level, opts.inactive_producer_timeout) == ("%!s(int64=5)", 1, 500 * MILLISECOND)
+    assert opts.tcp_address == "127.0.0.1:1"
 
 
 @pytest.mark.parametrize(
