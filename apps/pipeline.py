@@ -9,7 +9,6 @@ See docs/spark.md.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import os
@@ -17,97 +16,96 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import NoReturn
 
 from pyspark.sql import SparkSession
 
+from nsqd_py.go.settings import BOOL, INT, LIST, STRING, parse_flags, setting
 from nsqd_py.spark import register
 from nsqd_py.spark.archive import run_archive
 from nsqd_py.spark.pipeline import PipelineConfig, events_schema, start_counts, start_events, stop_query
 from nsqd_py.spark.progress import follow
 
+APP = "nsq-pipeline"
 NOT_IMPORTABLE = """nsq-pipeline: Spark could not import nsqd_py with the Python it runs for the data source
 ({python}). Spark plans format("nsq") in a Python process on the driver started with spark.pyspark.python (or
 PYSPARK_PYTHON), and executors run the same path: point it at an interpreter where nsqd-py is installed, at the same
 absolute path on every node, e.g. --conf spark.pyspark.python=/opt/pipeline-env/bin/python (docs/spark.md)."""
 
 
+@dataclass
+class PipelineOptions(PipelineConfig):
+    """`nsq-pipeline`'s flags: the pipeline's own (PipelineConfig) and how to run it."""
+
+    print_path: bool = setting("print-path", BOOL, False, "print the path of this app (for spark-submit) and exit")
+    schema_file: str = setting("schema-file", STRING, "", "a file holding the DDL of --schema")
+    max_messages_per_batch: int = setting("max-messages-per-batch", INT, 0,
+                                          "format('nsq') maxOffsetsPerTrigger (default: what the channels hold)")
+    msg_timeout: str = setting("msg-timeout", STRING, "", "format('nsq') msg_timeout, e.g. 60s")
+    source_option: list[str] = setting("source-option", LIST, [],
+                                       "any other format('nsq') option as `KEY=VALUE` (may be given multiple times)")
+    from_archive: str = setting("from-archive", STRING, "",
+                                "batch-process the nsq_to_file archives in this `DIR` instead of streaming")
+    master: str = setting("master", STRING, "",
+                          "Spark master (default local[*]; under spark-submit, the one it was given)")
+    app_name: str = setting("app-name", STRING, "nsq-pipeline", "Spark application name")
+    conf: list[str] = setting("conf", LIST, [], "Spark configuration as `KEY=VALUE` (may be given multiple times)")
+    log_level: str = setting("log-level", STRING, "WARN", "Spark log level")
+
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        return dict(_key_value(item) for item in self.conf)
+
+
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+        _usage_error(f"expected KEY=VALUE, got {text!r}")
     return key, value
 
 
-class _PrintPath(argparse.Action):
-    """`--print-path`: this file, for `spark-submit "$(nsq-pipeline --print-path)" ...`."""
+def _usage_error(message: str) -> NoReturn:
+    print(f"{APP}: {message}", file=sys.stderr)
+    sys.exit(2)
 
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, help="print the path of this app (for spark-submit) and exit")
 
-    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+def parse_args(argv: list[str]) -> PipelineOptions:
+    """The command line (Go-style flags, as every nsqd-py executable; -h lists them), checked."""
+    opts, parsed = parse_flags(PipelineOptions, APP, argv)
+    if opts.print_path:
         print(Path(__file__).resolve())
-        parser.exit()
+        sys.exit(0)
+    if parsed.args:
+        _usage_error(f"unexpected arguments: {' '.join(parsed.args)}")
+    if not opts.output:
+        _usage_error("--output is required")
+    if opts.schema and opts.schema_file:
+        _usage_error("give --schema or --schema-file (not both)")
+    for item in (*opts.conf, *opts.source_option):  # every KEY=VALUE is checked now, before Spark starts
+        _key_value(item)
+    if not opts.from_archive:
+        if not opts.topics:
+            _usage_error("--topic is required (unless --from-archive)")
+        if bool(opts.nsqd_tcp_addresses) == bool(opts.lookupd_http_addresses):
+            _usage_error("give --nsqd-tcp-address or --lookupd-http-address (not both)")
+        if opts.nsqd_http_addresses and len(opts.nsqd_http_addresses) != len(opts.nsqd_tcp_addresses):
+            _usage_error("give one --nsqd-http-address per --nsqd-tcp-address")
+    return opts
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="nsq-pipeline", description=__doc__.split("\n")[0])
-    p.add_argument("--print-path", action=_PrintPath)
-    p.add_argument("--topic", action="append", default=[], help="NSQ topic (repeatable; with --from-archive a filter)")
-    p.add_argument("--channel", default="nsq_pipeline", help="NSQ channel (default %(default)s)")
-    p.add_argument("--nsqd-tcp-address", action="append", default=[], help="nsqd TCP address (repeatable)")
-    p.add_argument("--nsqd-http-address", action="append", default=[],
-                   help="its HTTP address, for /stats (repeatable, in the same order; default: TCP port + 1)")
-    p.add_argument("--lookupd-http-address", action="append", default=[], help="nsqlookupd HTTP address (repeatable)")
-    p.add_argument("--output", required=True, help="base path: events/ and counts/ go below it")
-    p.add_argument("--checkpoint", default="", help="checkpoint base path (default OUTPUT/_checkpoints)")
-    schema = p.add_mutually_exclusive_group()
-    schema.add_argument("--schema", default="", help="DDL of the JSON bodies, e.g. 'user string, ts timestamp'")
-    schema.add_argument("--schema-file", type=Path, help="a file holding that DDL")
-    p.add_argument("--event-time-field", default="", help="schema field with the event time (default: publish time)")
-    p.add_argument("--watermark", default="10 minutes", help="lateness allowed for the counts (default %(default)s)")
-    p.add_argument("--dedupe-window", default="5 minutes",
-                   help="drop redeliveries of a message id seen within this processing time; '' disables "
-                        "(default %(default)s)")
-    p.add_argument("--trigger", default="1 second", help="micro-batch interval (default %(default)s)")
-    p.add_argument("--available-now", action="store_true", help="process what is there now, then exit")
-    p.add_argument("--max-messages-per-batch", type=int,
-                   help="format('nsq') maxOffsetsPerTrigger (default: what the channels hold)")
-    p.add_argument("--msg-timeout", help="format('nsq') msg_timeout, e.g. 60s")
-    p.add_argument("--source-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="any other format('nsq') option (repeatable)")
-    p.add_argument("--from-archive", metavar="DIR", help="batch-process nsq_to_file archives instead of streaming")
-    p.add_argument("--master", help="Spark master (default local[*]; under spark-submit, the one it was given)")
-    p.add_argument("--app-name", default="nsq-pipeline")
-    p.add_argument("--conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="Spark configuration (repeatable)")
-    p.add_argument("--log-level", default="WARN", help="Spark log level (default %(default)s)")
-    args = p.parse_args(argv)
-    if not args.from_archive:
-        if not args.topic:
-            p.error("--topic is required (unless --from-archive)")
-        if bool(args.nsqd_tcp_address) == bool(args.lookupd_http_address):
-            p.error("give --nsqd-tcp-address or --lookupd-http-address (not both)")
-        if args.nsqd_http_address and len(args.nsqd_http_address) != len(args.nsqd_tcp_address):
-            p.error("give one --nsqd-http-address per --nsqd-tcp-address")
-    return args
-
-
-def config(args: argparse.Namespace) -> PipelineConfig:
-    source_options = dict(args.source_option)
-    if args.max_messages_per_batch:
-        source_options["maxOffsetsPerTrigger"] = str(args.max_messages_per_batch)
-    if args.msg_timeout:
-        source_options["msg_timeout"] = args.msg_timeout
-    return PipelineConfig(
-        topics=tuple(args.topic), output=args.output, checkpoint=args.checkpoint, channel=args.channel,
-        nsqd_tcp_addresses=tuple(args.nsqd_tcp_address), nsqd_http_addresses=tuple(args.nsqd_http_address),
-        lookupd_http_addresses=tuple(args.lookupd_http_address),
-        schema=args.schema_file.read_text().strip() if args.schema_file else args.schema,
-        event_time_field=args.event_time_field, watermark=args.watermark, dedupe_window=args.dedupe_window,
-        trigger=args.trigger,
-        available_now=args.available_now, source_options=source_options,
-    )
+def config(opts: PipelineOptions) -> PipelineConfig:
+    """The pipeline's part of the options, with the source options and the schema file folded in."""
+    cfg = PipelineConfig(**{f.name: getattr(opts, f.name) for f in fields(PipelineConfig)})
+    cfg.source_options = dict(_key_value(item) for item in opts.source_option)
+    if opts.max_messages_per_batch:
+        cfg.source_options["maxOffsetsPerTrigger"] = str(opts.max_messages_per_batch)
+    if opts.msg_timeout:
+        cfg.source_options["msg_timeout"] = opts.msg_timeout
+    if opts.schema_file:
+        cfg.schema = Path(opts.schema_file).read_text().strip()
+    return cfg
 
 
 @contextlib.contextmanager
@@ -132,7 +130,7 @@ def _stop_signals_left_to_this_process() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
 
 
-def session(args: argparse.Namespace) -> SparkSession:
+def session(args: PipelineOptions) -> SparkSession:
     """Under spark-submit (which starts the JVM first) its master stands unless --master overrides it."""
     # our own per-batch lines replace Spark's console progress bar (which would overwrite them)
     builder = SparkSession.builder.appName(args.app_name).config("spark.ui.showConsoleProgress", "false")
@@ -142,9 +140,9 @@ def session(args: argparse.Namespace) -> SparkSession:
     if not submitted:
         # Spark's Python processes (the data source's planner, the workers) run PYSPARK_PYTHON, which spark-submit
         # sets from spark.pyspark.python; embedded, this does the same, defaulting to this interpreter (its nsqd_py)
-        os.environ["PYSPARK_PYTHON"] = dict(args.conf).get("spark.pyspark.python") or os.environ.get(
+        os.environ["PYSPARK_PYTHON"] = args.spark_conf.get("spark.pyspark.python") or os.environ.get(
             "PYSPARK_PYTHON", sys.executable)
-    for key, value in args.conf:
+    for key, value in args.spark_conf.items():
         builder = builder.config(key, value)
     with _stop_signals_left_to_this_process():
         spark = builder.getOrCreate()

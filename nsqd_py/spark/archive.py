@@ -8,6 +8,8 @@ the hour come from the name; the hour stands in for NSQ's publish time and is re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -21,7 +23,7 @@ class ArchiveError(RuntimeError):
     """The archive run cannot write where it was pointed."""
 
 
-def archive_messages(spark: SparkSession, directory: str, topics: tuple[str, ...] = ()) -> DataFrame:
+def archive_messages(spark: SparkSession, directory: str, topics: Sequence[str] = ()) -> DataFrame:
     """Every line of the nsq_to_file files under ``directory`` as a row shaped like format("nsq")'s."""
     lines = (spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.log*").text(directory)
              .select("value", F.col("_metadata.file_name").alias("file")))

@@ -23,6 +23,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 from pyspark.sql.types import StringType, StructField, StructType
 
+from ..go.settings import BOOL, LIST, STRING, setting
 from .control import stop_gracefully
 from .schema import MESSAGE_SCHEMA
 
@@ -34,28 +35,32 @@ CORRUPT_COLUMN = "_corrupt_record"
 _RECEIVED = "_nsq_received"
 
 
-@dataclass(frozen=True)
+@dataclass
 class PipelineConfig:
-    """Where to read, how to parse, where to write."""
+    """Where to read, how to parse, where to write; each field is also an `nsq-pipeline` flag."""
 
-    topics: tuple[str, ...]
-    output: str
-    checkpoint: str = ""
-    channel: str = "nsq_pipeline"
-    nsqd_tcp_addresses: tuple[str, ...] = ()
-    #: their HTTP addresses (for /stats), in the same order; by default each TCP port + 1
-    nsqd_http_addresses: tuple[str, ...] = ()
-    lookupd_http_addresses: tuple[str, ...] = ()
-    #: DDL (`user string, amount double, ts timestamp`) of the JSON bodies; empty keeps each body as a string
-    schema: str = ""
-    #: a field of the schema holding the event time (timestamp, ISO-8601 text or epoch seconds); else NSQ's
-    #: publish time is the event time
-    event_time_field: str = ""
-    watermark: str = "10 minutes"
-    #: how long (processing time) a message id is remembered to drop its redeliveries; empty: no dedupe
-    dedupe_window: str = "5 minutes"
-    trigger: str = "1 second"
-    available_now: bool = False
+    topics: list[str] = setting("topic", LIST, [],
+                                "NSQ topic (may be given multiple times; with --from-archive a filter)")
+    output: str = setting("output", STRING, "", "base path: events/ and counts/ go below it (required)")
+    checkpoint: str = setting("checkpoint", STRING, "", "checkpoint base path (default OUTPUT/_checkpoints)")
+    channel: str = setting("channel", STRING, "nsq_pipeline", "NSQ channel")
+    nsqd_tcp_addresses: list[str] = setting("nsqd-tcp-address", LIST, [],
+                                            "nsqd TCP address (may be given multiple times)")
+    nsqd_http_addresses: list[str] = setting("nsqd-http-address", LIST, [],
+                                             "its HTTP address, for /stats (may be given multiple times, in the same "
+                                             "order; default: TCP port + 1)")
+    lookupd_http_addresses: list[str] = setting("lookupd-http-address", LIST, [],
+                                                "nsqlookupd HTTP address (may be given multiple times)")
+    schema: str = setting("schema", STRING, "", "DDL of the JSON bodies, e.g. 'user string, ts timestamp'; empty "
+                          "keeps each body as a string")
+    event_time_field: str = setting("event-time-field", STRING, "",
+                                    "schema field with the event time (timestamp, ISO-8601 text or epoch seconds; "
+                                    "default: NSQ's publish time)")
+    watermark: str = setting("watermark", STRING, "10 minutes", "lateness allowed for the counts")
+    dedupe_window: str = setting("dedupe-window", STRING, "5 minutes",
+                                 "drop redeliveries of a message id seen within this processing time; '' disables")
+    trigger: str = setting("trigger", STRING, "1 second", "micro-batch interval")
+    available_now: bool = setting("available-now", BOOL, False, "process what is there now, then exit")
     #: more options for format("nsq"), e.g. max_messages_per_batch, msg_timeout, tls
     source_options: dict[str, str] = field(default_factory=dict)
 
@@ -146,7 +151,7 @@ def minute_counts(events: DataFrame, watermark: str | None) -> DataFrame:
 def read_topics(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
     """One format("nsq") source subscribed to every topic, its slices beside the checkpoints (as durable as they);
     with readMode=driver, which reads one topic per source, one per topic, unioned."""
-    def source(topics: tuple[str, ...]) -> DataFrame:
+    def source(topics: list[str]) -> DataFrame:
         reader = (spark.readStream.format("nsq").option("subscribe", ",".join(topics)).option("channel", cfg.channel)
                   .option("writeAheadLocation", cfg.checkpoint_path("write-ahead")))
         if cfg.nsqd_tcp_addresses:
@@ -159,7 +164,7 @@ def read_topics(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
 
     if not cfg.driver_reads:
         return source(cfg.topics)
-    streams = [source((topic,)) for topic in cfg.topics]
+    streams = [source([topic]) for topic in cfg.topics]
     stream = streams[0]
     for other in streams[1:]:
         stream = stream.unionByName(other)

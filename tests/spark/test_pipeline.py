@@ -51,7 +51,7 @@ def test_cli_arguments_map_to_the_config(spark: SparkSession) -> None:  # parsin
                        "--schema", SCHEMA, "--max-messages-per-batch", "50", "--msg-timeout", "5s",
                        "--source-option", "snappy=true", "--available-now"])
     cfg = config(args)
-    assert cfg.topics == ("a", "b") and cfg.lookupd_http_addresses == ("h:4161",)
+    assert cfg.topics == ["a", "b"] and cfg.lookupd_http_addresses == ["h:4161"]
     assert cfg.source_options == {"snappy": "true", "maxOffsetsPerTrigger": "50", "msg_timeout": "5s"}
     assert cfg.events_path == "/lake/events" and cfg.checkpoint_path("counts") == "/lake/_checkpoints/counts"
     assert cfg.dedupe_window == "5 minutes"
@@ -60,7 +60,34 @@ def test_cli_arguments_map_to_the_config(spark: SparkSession) -> None:  # parsin
     with pytest.raises(SystemExit):
         parse_args(["--topic", "a", "--output", "/lake"])  # neither nsqd nor lookupd
     with pytest.raises(ValueError, match="nsq_topic"):
-        PipelineConfig(topics=("a",), output="/x", schema="nsq_topic string").body_schema()
+        PipelineConfig(topics=["a"], output="/x", schema="nsq_topic string").body_schema()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--topic", "a", "--nsqd-tcp-address", "h:1"], "--output is required"),
+    (["--output", "/l", "--nsqd-tcp-address", "h:1"], "--topic is required (unless --from-archive)"),
+    (["--topic", "a", "--nsqd-tcp-address", "h:1", "--output", "/l", "--conf", "novalue"],
+     "expected KEY=VALUE, got 'novalue'"),
+    (["--topic", "a", "--nsqd-tcp-address", "h:1", "--output", "/l", "--schema", "a int", "--schema-file", "f"],
+     "give --schema or --schema-file (not both)"),
+    (["--topic", "a", "--nsqd-tcp-address", "h:1", "--nsqd-tcp-address", "h:2", "--nsqd-http-address", "h:3",
+      "--output", "/l"], "give one --nsqd-http-address per --nsqd-tcp-address"),
+    (["--topic", "a", "--nsqd-tcp-address", "h:1", "--output", "/l", "extra"], "unexpected arguments: extra"),
+])
+def test_cli_errors_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        parse_args(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"nsq-pipeline: {message}\n"
+
+
+def test_cli_reads_the_schema_file_and_spark_conf(tmp_path: Path) -> None:
+    ddl = tmp_path / "events.ddl"
+    ddl.write_text("user string, ts timestamp\n")
+    opts = parse_args(["--from-archive", "/arch", "--output", "/l", "--schema-file", str(ddl),
+                       "--conf", "spark.x=1=2", "--master", "local[1]"])
+    assert config(opts).schema == "user string, ts timestamp"
+    assert opts.spark_conf == {"spark.x": "1=2"} and opts.master == "local[1]" and opts.from_archive == "/arch"
 
 
 def test_stream_pipeline_writes_events_and_minute_counts(spark: SparkSession, nsqd: NsqdProcess,
@@ -70,8 +97,8 @@ def test_stream_pipeline_writes_events_and_minute_counts(spark: SparkSession, ns
     sent = {clicks: events(240, 2.0, "ann"), views: events(90, 4.0, "bob")}  # 8 and 6 minutes of event time
     publish(nsqd, clicks, [json.dumps(e).encode() for e in sent[clicks]] + [b"not json"])
     publish(nsqd, views, [json.dumps(e).encode() for e in sent[views]])
-    cfg = PipelineConfig(topics=(clicks, views), output=str(tmp_path / "lake"), nsqd_tcp_addresses=(nsqd.tcp_address,),
-                         nsqd_http_addresses=(http_address(nsqd),),
+    cfg = PipelineConfig(topics=[clicks, views], output=str(tmp_path / "lake"), nsqd_tcp_addresses=[nsqd.tcp_address],
+                         nsqd_http_addresses=[http_address(nsqd)],
                          schema=SCHEMA, event_time_field="ts", watermark="1 minute", available_now=True,
                          source_options={"max_messages_per_batch": "400", "idle_timeout": "5s"})
 
@@ -246,7 +273,7 @@ def test_archive_mode_writes_the_same_layout(spark: SparkSession, nsqd: NsqdProc
     files = write_archive(nsqd, topic, [json.dumps(e).encode() for e in sent], archive)
     assert files and all(f.name.startswith(f"{topic}.") for f in files)
     (archive / "unrelated.txt").write_text("not an archive\n")
-    cfg = PipelineConfig(topics=(), output=str(tmp_path / "lake"), schema=SCHEMA, event_time_field="ts")
+    cfg = PipelineConfig(topics=[], output=str(tmp_path / "lake"), schema=SCHEMA, event_time_field="ts")
 
     assert run_archive(spark, cfg, str(archive)) == len(sent)
 
@@ -260,7 +287,7 @@ def test_archive_mode_writes_the_same_layout(spark: SparkSession, nsqd: NsqdProc
 
 
 def test_archive_mode_refuses_a_streaming_output(spark: SparkSession, tmp_path: Path) -> None:
-    cfg = PipelineConfig(topics=(), output=str(tmp_path / "lake"))
+    cfg = PipelineConfig(topics=[], output=str(tmp_path / "lake"))
     (Path(cfg.events_path) / "_spark_metadata").mkdir(parents=True)
     with pytest.raises(ArchiveError, match="streaming query"):
         run_archive(spark, cfg, str(tmp_path))
