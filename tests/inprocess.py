@@ -14,13 +14,14 @@ import falcon.testing
 import gevent
 from gevent import socket
 
+from nsqd_py.client.protocol import mpub_body
 from nsqd_py.core.nsqd import NSQD
 from nsqd_py.daemon.context import ServerContext
 from nsqd_py.daemon.options import Options
 from nsqd_py.http.app import create_app
 from nsqd_py.runtime.log import Logger
 from nsqd_py.tcp.server import TCPServer
-from tests.support import NsqdProcess, RawConn, Reply
+from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply
 
 Conn = TypeVar("Conn", bound=RawConn)
 
@@ -57,6 +58,24 @@ class InProcessNsqd:
         ours, theirs = socket.socketpair()
         gevent.spawn(self.tcp.handle, theirs, None)
         return conn_class(ours, magic=magic, timeout=timeout)
+
+    def subscriber(self, topic: str, channel: str = "c", rdy: int = 1) -> RawConn:
+        """A connection that identified, subscribed and sent RDY ``rdy``."""
+        conn = self.connect()
+        conn.identify()
+        assert conn.sub(topic, channel) == (FRAME_RESPONSE, b"OK")
+        conn.send(f"RDY {rdy}")
+        return conn
+
+    def publish(self, topic: str, *bodies: bytes) -> None:
+        """PUB (one body) or MPUB (several) from a connection of its own, and expect OK."""
+        conn = self.connect()
+        if len(bodies) == 1:
+            conn.send(f"PUB {topic}", bodies[0])
+        else:
+            conn.send(f"MPUB {topic}", mpub_body(list(bodies)))
+        assert conn.frame() == (FRAME_RESPONSE, b"OK")
+        conn.close()
 
     def log(self) -> str:
         """Everything nsqd logged so far (as NsqdProcess.log())."""

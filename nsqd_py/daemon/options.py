@@ -13,7 +13,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from nsqd_py.go.durations import HOUR, MILLISECOND, MINUTE, SECOND
 from nsqd_py.go.gocompat import go_quote
@@ -25,17 +25,15 @@ from nsqd_py.go.settings import (
     LIST,
     STRING,
     ConfigError,
+    DaemonOptions,
     OptionKind,
     OptionsError,
     ResolveError,
     coerce_floats,
-    flag_set,
-    load_toml,
-    resolve,
+    parse_daemon_options,
     setting,
     settings_of,
     toml_keys,
-    translate_text_keys,
 )
 from nsqd_py.runtime.log import INFO, LEVEL_NAMES, Logger, parse_level
 from nsqd_py.runtime.version import version_line
@@ -274,11 +272,7 @@ def toml_defaults(opts: Options | None = None) -> dict[str, Any]:
             for attr, meta in settings_of(Options) if meta.key is not None}
 
 
-class _DaemonOptions(Protocol):
-    show_version: bool
-
-
-_Opts = TypeVar("_Opts", bound=_DaemonOptions)
+_Opts = TypeVar("_Opts", bound=DaemonOptions)
 
 
 def _deprecated_flags(flags: FlagSet) -> None:
@@ -315,16 +309,9 @@ def parse_options(argv: list[str]) -> Options:
     resolved or checked), as nsqd prints its version before reading the config. Other failures raise an
     `OptionsError` subclass; its docstring says how the caller prints each before exiting 1.
     """
-    opts = Options()
-    parsed = flag_set("nsqd", opts, _deprecated_flags).parse(argv)
-    if parsed.values["version"]:
-        opts.show_version = True
-        return opts
-    config = parsed.values["config"]
-    cfg = load_toml(config) if config else {}
-    translate_text_keys(Options, cfg, TEXT_KEYS)
-    resolve(opts, parsed, cfg)
-    validate(opts)
+    opts = parse_daemon_options(Options(), "nsqd", argv, TEXT_KEYS, _deprecated_flags)
+    if not opts.show_version:
+        validate(opts)
     return opts
 
 

@@ -13,7 +13,7 @@ import functools
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import Field, dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from .durations import MILLISECOND, format_duration, parse_duration
 from .goflags import FlagSet, Kind, Parsed, Setter, format_float, parse_bool, parse_float, parse_int
@@ -235,6 +235,15 @@ def parse_flags(cls: type, name: str, argv: Sequence[str]) -> tuple[Any, Parsed]
     return opts, parsed
 
 
+class DaemonOptions(Protocol):
+    """What a daemon's options class has besides its settings: `--version` was asked for."""
+
+    show_version: bool
+
+
+_Daemon = TypeVar("_Daemon", bound=DaemonOptions)
+
+
 # --- TOML and resolution ---------------------------------------------------------------------------------------
 
 
@@ -281,6 +290,23 @@ def resolve(opts: Any, parsed: Parsed, cfg: dict[str, Any]) -> None:
             setattr(opts, attr, parsed.values[meta.flag])
         elif meta.key is not None and meta.key in cfg:
             setattr(opts, attr, _coerce(meta, cfg[meta.key], getattr(opts, attr)))
+
+
+def parse_daemon_options(opts: _Daemon, name: str, argv: Sequence[str], text_keys: tuple[str, ...],
+                         extra: Callable[[FlagSet], None] | None = None) -> _Daemon:
+    """A daemon's start-up: flags (usage and exit 2 on errors), then its `--config` TOML (``text_keys`` read from
+    their text form first), resolved into ``opts`` with go-options precedence. The options class has a `config`
+    and a `version` flag; with `--version` the options come back at once with only `show_version` set, as the
+    daemons print their version before reading the config."""
+    parsed = flag_set(name, opts, extra).parse(argv)
+    if parsed.values["version"]:
+        opts.show_version = True
+        return opts
+    config = parsed.values["config"]
+    cfg = load_toml(config) if config else {}
+    translate_text_keys(type(opts), cfg, text_keys)
+    resolve(opts, parsed, cfg)
+    return opts
 
 
 def _coerce(meta: Setting, value: Any, current: Any) -> Any:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..daemon.options import LOG_LEVEL
 from ..go.durations import SECOND
 from ..go.goflags import FlagSet
-from ..go.settings import BOOL, DURATION, STRING, flag_set, load_toml, resolve, setting, translate_text_keys
+from ..go.settings import BOOL, DURATION, STRING, parse_daemon_options, setting
 from ..runtime.log import INFO
 
 
@@ -38,13 +38,4 @@ def parse_options(argv: list[str]) -> LookupdOptions:
     """Like nsqlookupd's Start(): flags (usage and exit 2 on errors), `--version` returns at once, then TOML.
     ConfigError for an unreadable config file or a bad `log_level`, ResolveError for a TOML value of the wrong
     kind (go.settings)."""
-    opts = LookupdOptions()
-    parsed = flag_set("nsqlookupd", opts, _deprecated_flags).parse(argv)
-    if parsed.values["version"]:
-        opts.show_version = True
-        return opts
-    config = parsed.values["config"]
-    cfg = load_toml(config) if config else {}
-    translate_text_keys(LookupdOptions, cfg, ("log_level",))
-    resolve(opts, parsed, cfg)
-    return opts
+    return parse_daemon_options(LookupdOptions(), "nsqlookupd", argv, ("log_level",), _deprecated_flags)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 import gnsq
 
@@ -25,8 +25,7 @@ def test_pynsq_deflate_writer_and_reader(shared_nsqd: NsqdProcess, io: IOLoopThr
     reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=20, deflate=True, deflate_level=3,
                          heartbeat_interval=1)
     cleanup.callback(reader.close)
-    writer = PynsqWriter(io, shared_nsqd.tcp_address, deflate=True)
-    cleanup.callback(writer.close)
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address, deflate=True)))
     sent = bodies("py")
     for body in sent[:50]:
         assert writer.pub(topic, body) == b"OK"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 from nsqd_py.client.protocol import mpub_body
 from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, gnsq_producer, pause, settle
@@ -17,12 +17,9 @@ def test_two_gnsq_consumers_share_a_channel(shared_nsqd: NsqdProcess, cleanup: E
                                             name: Callable[[str], str]) -> None:
     """Two consumers of one channel: every message reaches exactly one of them, and both get some."""
     topic = name("d_share")
-    a = GnsqCollector(shared_nsqd.tcp_address, topic, "work", max_in_flight=3)
-    cleanup.callback(a.close)
-    b = GnsqCollector(shared_nsqd.tcp_address, topic, "work", max_in_flight=3)
-    cleanup.callback(b.close)
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    a = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "work", max_in_flight=3)))
+    b = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "work", max_in_flight=3)))
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     bodies = [f"w{i}".encode() for i in range(300)]
     for body in bodies:
         producer.publish(topic, body)
@@ -36,12 +33,9 @@ def test_two_channels_each_get_everything(shared_nsqd: NsqdProcess, io: IOLoopTh
                                           name: Callable[[str], str]) -> None:
     """Two channels of one topic (gnsq on one, pynsq on the other) both receive every message."""
     topic = name("d_fanout")
-    g = GnsqCollector(shared_nsqd.tcp_address, topic, "one", max_in_flight=50)
-    cleanup.callback(g.close)
-    p = PynsqReader(io, shared_nsqd.tcp_address, topic, "two", max_in_flight=50)
-    cleanup.callback(p.close)
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    g = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "one", max_in_flight=50)))
+    p = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "two", max_in_flight=50)))
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     bodies = [f"f{i}".encode() for i in range(500)]
     producer.multipublish(topic, bodies[:250])
     for body in bodies[250:]:
@@ -57,16 +51,14 @@ def test_disconnected_consumers_in_flight_go_to_another_after_timeout(shared_nsq
     """A consumer (msg_timeout 1 s) vanishes holding 5 messages; they reach another consumer only after the
     timeout (not at once), with attempts 2."""
     topic = name("d_vanish")
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     producer.multipublish(topic, [f"v{i}".encode() for i in range(5)])
     delivered_at = time.monotonic()  # no later than the deliveries, so their timeouts end >= 1 s after it
     doomed = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=5, msg_timeout=1000)
     held = [recv_message(doomed) for _ in range(5)]
     doomed.close()
 
-    other = GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=10)
-    cleanup.callback(other.close)
+    other = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=10)))
     wait_until(lambda: len(other.received) >= 5, timeout=10, what="redelivery to the other consumer")
     first = min(r.at for r in other.received)
     assert first - delivered_at >= 0.9, f"redelivered {first - delivered_at:.3f}s after delivery (msg_timeout 1 s)"
@@ -79,34 +71,31 @@ def test_cls_close_wait_then_no_deliveries_but_fin_accepted(shared_nsqd: NsqdPro
     """CLS → CLOSE_WAIT; afterwards RDY is ignored and nothing is delivered, but FIN of in-flight works and
     later messages go to the channel's other consumer."""
     topic = name("d_cls")
-    closing = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2)
-    cleanup.callback(closing.close)
-    publisher = RawConn(shared_nsqd.tcp_port)
-    cleanup.callback(publisher.close)
+    leaving = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2)))
+    publisher = cleanup.enter_context(closing(RawConn(shared_nsqd.tcp_port)))
     publisher.send(f"MPUB {topic}", mpub_body([b"a", b"b"]))
     assert publisher.frame() == (FRAME_RESPONSE, b"OK")
-    in_flight = [recv_message(closing), recv_message(closing)]
+    in_flight = [recv_message(leaving), recv_message(leaving)]
 
-    closing.send("CLS")
-    assert closing.frame() == (FRAME_RESPONSE, b"CLOSE_WAIT")
-    closing.send("RDY 10")  # ignored while closing
+    leaving.send("CLS")
+    assert leaving.frame() == (FRAME_RESPONSE, b"CLOSE_WAIT")
+    leaving.send("RDY 10")  # ignored while closing
 
-    other = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
-    cleanup.callback(other.close)
+    other = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch")))
     for body in (b"c", b"d", b"e"):
         pub(publisher, topic, body)
     wait_until(lambda: sorted(other.bodies) == [b"c", b"d", b"e"], what="later messages at the other consumer")
 
     for m in in_flight:
-        closing.send(f"FIN {m.id.decode()}")
-    closing.send("FIN 0000000000000000")  # never delivered: the only frame we expect back is this error
-    assert closing.frame() == (FRAME_ERROR, b"E_FIN_FAILED FIN 0000000000000000 failed ID not in flight")
-    closing.send(f"PUB {topic}", b"f")  # a reply proves every FIN above was processed without error
-    assert closing.frame() == (FRAME_RESPONSE, b"OK")
+        leaving.send(f"FIN {m.id.decode()}")
+    leaving.send("FIN 0000000000000000")  # never delivered: the only frame we expect back is this error
+    assert leaving.frame() == (FRAME_ERROR, b"E_FIN_FAILED FIN 0000000000000000 failed ID not in flight")
+    leaving.send(f"PUB {topic}", b"f")  # a reply proves every FIN above was processed without error
+    assert leaving.frame() == (FRAME_RESPONSE, b"OK")
     wait_until(lambda: b"f" in other.bodies, what="the message published by the closing connection")
     pause(1.0)
-    assert not closing.is_closed(wait=0.2), "the server must not close the socket after CLS"
-    assert closing.buf == b"", "no message may reach a connection after CLOSE_WAIT"
+    assert not leaving.is_closed(wait=0.2), "the server must not close the socket after CLS"
+    assert leaving.buf == b"", "no message may reach a connection after CLOSE_WAIT"
     assert sorted(other.bodies) == [b"c", b"d", b"e", b"f"], "FINished messages must not be redelivered"
 
 
@@ -115,8 +104,7 @@ def test_pynsq_reader_close_stops_deliveries(shared_nsqd: NsqdProcess, io: IOLoo
     """After a pynsq Reader closes, messages for its channel wait for the next consumer."""
     topic = name("d_close")
     reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch")
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     producer.publish(topic, b"one")
     wait_until(lambda: reader.bodies == [b"one"], what="first message")
     reader.close()
@@ -124,8 +112,7 @@ def test_pynsq_reader_close_stops_deliveries(shared_nsqd: NsqdProcess, io: IOLoo
     producer.publish(topic, b"two")
     pause(0.3)
     assert reader.bodies == [b"one"]
-    later = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
-    cleanup.callback(later.close)
+    later = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch")))
     wait_until(lambda: later.bodies == [b"two"], what="queued message for the next consumer")
 
 
@@ -134,19 +121,16 @@ def test_ephemeral_channel_forgets_messages_when_last_consumer_leaves(shared_nsq
     """An #ephemeral channel is deleted with its last consumer: a new consumer of that name sees only new messages,
     while a normal channel of the same topic keeps everything."""
     topic = name("d_eph")
-    keep = GnsqCollector(shared_nsqd.tcp_address, topic, "keep")
-    cleanup.callback(keep.close)
+    keep = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "keep")))
     eph = GnsqCollector(shared_nsqd.tcp_address, topic, "tmp#ephemeral")
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     producer.publish(topic, b"m1")
     wait_until(lambda: eph.bodies == [b"m1"] and keep.bodies == [b"m1"], what="m1 on both channels")
     eph.close()
     pause(0.3)
     producer.publish(topic, b"m2")
     wait_until(lambda: keep.bodies == [b"m1", b"m2"], what="m2 on the durable channel")
-    again = GnsqCollector(shared_nsqd.tcp_address, topic, "tmp#ephemeral")
-    cleanup.callback(again.close)
+    again = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "tmp#ephemeral")))
     producer.publish(topic, b"m3")
     wait_until(lambda: b"m3" in again.bodies, what="m3 on the new ephemeral channel")
     pause(0.3)
@@ -159,11 +143,9 @@ def test_ten_consumers_exactly_once(shared_nsqd: NsqdProcess, cleanup: ExitStack
     topic = name("d_ten")
     consumers = []
     for _ in range(10):
-        c = GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=10)
-        cleanup.callback(c.close)
+        c = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=10)))
         consumers.append(c)
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     bodies = [f"t{i}".encode() for i in range(2000)]
     for i in range(0, 2000, 100):
         producer.multipublish(topic, bodies[i:i + 100])
@@ -182,14 +164,12 @@ def test_dpub_to_topic_without_channels_counts_from_hand_off(shared_nsqd: NsqdPr
     """DPUB 1000 to a topic with no channel yet: the topic holds it; the delay runs from when the first channel
     takes it (SUB), not from the publish."""
     topic = name("d_dpub_nochan")
-    publisher = RawConn(shared_nsqd.tcp_port)
-    cleanup.callback(publisher.close)
+    publisher = cleanup.enter_context(closing(RawConn(shared_nsqd.tcp_port)))
     publisher.send(f"DPUB {topic} 1000", b"held")
     assert publisher.frame() == (FRAME_RESPONSE, b"OK")
     pause(0.6)
     subscribed = time.monotonic()  # no later than the channel's creation, when the 1 s deferral starts
-    consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
-    cleanup.callback(consumer.close)
+    consumer = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch")))
     r = wait_until(lambda: consumer.received and consumer.received[0], timeout=10, what="the deferred message")
     assert r.body == b"held"
     assert r.at - subscribed >= 0.9, f"delivered {r.at - subscribed:.2f}s after the channel appeared"
@@ -212,8 +192,7 @@ def test_sample_rate_99_delivers_everything(shared_nsqd: NsqdProcess, cleanup: E
                                             name: Callable[[str], str]) -> None:
     """A message is skipped only if a random int in [0,100) is greater than the rate: 99 never skips."""
     topic = name("d_sr99")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500, sample_rate=99)
-    cleanup.callback(sub.close)
+    sub = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500, sample_rate=99)))
     publish(shared_nsqd.tcp_port, topic, *[b"%d" % i for i in range(2000)])
     assert len(drain(sub)) == 2000
 
@@ -224,8 +203,7 @@ def test_sampled_out_messages_are_dropped_for_the_channel(shared_nsqd: NsqdProce
     topic = name("d_srmix")
     sampled = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500, sample_rate=50)
     cleanup.callback(sampled.close)
-    full = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500)
-    cleanup.callback(full.close)
+    full = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500)))
     publish(shared_nsqd.tcp_port, topic, *[b"%d" % i for i in range(2000)])
     got_sampled, got_full = drain(sampled), drain(full)
     assert got_sampled, "the sampled consumer should get part of the stream"

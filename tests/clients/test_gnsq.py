@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 import gnsq
 import pytest
@@ -19,15 +19,13 @@ def test_producer_publish_and_multipublish(shared_nsqd: NsqdProcess, cleanup: Ex
                                            name: Callable[[str], str]) -> None:
     """Producer.publish and .multipublish are acknowledged with OK and every body is consumed exactly once."""
     topic = name("g_pub")
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     singles = [f"single-{i}".encode() for i in range(30)]
     batch = [f"batch-{i}".encode() for i in range(300)] + [b"\x00\n\xff" * 1000]
     for body in singles:
         assert producer.publish(topic, body) == b"OK"
     assert producer.multipublish(topic, batch) == b"OK"
-    consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=50)
-    cleanup.callback(consumer.close)
+    consumer = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=50)))
     wait_until(lambda: len(consumer.received) >= len(singles) + len(batch), what="all messages")
     assert Counter(consumer.bodies) == Counter(singles + batch)
     assert {r.attempts for r in consumer.received} == {1}
@@ -37,10 +35,8 @@ def test_producer_publish_and_multipublish(shared_nsqd: NsqdProcess, cleanup: Ex
 def test_producer_publish_defer(shared_nsqd: NsqdProcess, cleanup: ExitStack, name: Callable[[str], str]) -> None:
     """Producer.publish(defer=1000) is delivered no earlier than ~0.9 s after the publish."""
     topic = name("g_defer")
-    consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
-    cleanup.callback(consumer.close)
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    consumer = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch")))
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     assert producer.publish(topic, b"now") == b"OK"
     wait_until(lambda: consumer.bodies == [b"now"], what="immediate message")
     sent = time.monotonic()  # before nsqd starts the 1 s deferral
@@ -54,8 +50,7 @@ def test_connection_dpublish_and_errors(shared_nsqd: NsqdProcess, cleanup: ExitS
                                         name: Callable[[str], str]) -> None:
     """The low-level connection: DPUB → OK and delayed; an out-of-range DPUB timeout is a fatal E_INVALID."""
     topic = name("g_dpub")
-    consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "ch")
-    cleanup.callback(consumer.close)
+    consumer = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch")))
     conn = gnsq_connection(shared_nsqd.tcp_port)
     cleanup.callback(conn.close_stream)
     conn.publish(topic, b"d", defer=1000)
@@ -75,10 +70,8 @@ def test_requeue_with_delay_and_finish(shared_nsqd: NsqdProcess, cleanup: ExitSt
                                        name: Callable[[str], str]) -> None:
     """message.requeue(1000) → back after ≥ ~0.9 s with attempts 2; message.finish() ends it."""
     topic = name("g_req")
-    consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "ch", auto_finish=False)
-    cleanup.callback(consumer.close)
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    consumer = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch", auto_finish=False)))
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     producer.publish(topic, b"r")
     first = wait_until(lambda: consumer.received and consumer.received[0], what="delivery")
     first.handle.requeue(1000, backoff=False)
@@ -96,8 +89,7 @@ def test_heartbeats_keep_idle_consumer_connected(shared_nsqd: NsqdProcess, clean
     """heartbeat_interval 1 s: gnsq answers each _heartbeat_ with NOP and stays connected through 3.5 s idle."""
     topic = name("g_hb")
     beats: list[float] = []
-    consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "ch", heartbeat_interval=1)
-    cleanup.callback(consumer.close)
+    consumer = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch", heartbeat_interval=1)))
     consumer.consumer.on_response.connect(
         lambda sender, response: beats.append(time.monotonic()) if response == b"_heartbeat_" else None, weak=False)
     conns = list(consumer.consumer._connections)
@@ -105,8 +97,7 @@ def test_heartbeats_keep_idle_consumer_connected(shared_nsqd: NsqdProcess, clean
     assert len(beats) >= 2, f"{len(beats)} heartbeats in 3.5 s at 1 s"
     assert [c.is_connected for c in conns] == [True]
     assert list(consumer.consumer._connections) == conns, "the consumer had to reconnect"
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     producer.publish(topic, b"after idle")
     wait_until(lambda: consumer.bodies == [b"after idle"], what="delivery after idling")
 
@@ -117,10 +108,8 @@ def test_sample_rate(shared_nsqd: NsqdProcess, cleanup: ExitStack, name: Callabl
     topic = name("g_sample")
     sampled = GnsqCollector(shared_nsqd.tcp_address, topic, "sampled", sample_rate=rate, max_in_flight=200)
     cleanup.callback(sampled.close)
-    full = GnsqCollector(shared_nsqd.tcp_address, topic, "full", max_in_flight=200)
-    cleanup.callback(full.close)
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    full = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "full", max_in_flight=200)))
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     for i in range(0, 2000, 500):
         producer.multipublish(topic, [f"s{j}".encode() for j in range(i, i + 500)])
     wait_until(lambda: len(full.received) >= 2000, timeout=20, what="the unsampled channel to get all 2000")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, PynsqWriter, gnsq_producer, settle
 from tests.support import NsqdProcess, wait_until
@@ -21,10 +21,8 @@ def test_pynsq_writer_to_gnsq_consumer(shared_nsqd: NsqdProcess, io: IOLoopThrea
                                        name: Callable[[str], str]) -> None:
     """pynsq pub + mpub + dpub → gnsq Consumer: exact bodies, exact count."""
     topic = name("x_py2g")
-    consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=20)
-    cleanup.callback(consumer.close)
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    consumer = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "ch", max_in_flight=20)))
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     singles = bodies_for("py")
     for body in singles:
         assert writer.pub(topic, body) == b"OK"
@@ -41,10 +39,8 @@ def test_gnsq_producer_to_pynsq_reader(shared_nsqd: NsqdProcess, io: IOLoopThrea
                                        name: Callable[[str], str]) -> None:
     """gnsq publish + multipublish + deferred publish → pynsq Reader: exact bodies, exact count."""
     topic = name("x_g2py")
-    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=20)
-    cleanup.callback(reader.close)
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=20)))
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     singles = bodies_for("g")
     for body in singles:
         assert producer.publish(topic, body) == b"OK"
@@ -62,12 +58,9 @@ def test_mixed_consumers_share_a_channel(shared_nsqd: NsqdProcess, io: IOLoopThr
                                          name: Callable[[str], str]) -> None:
     """A pynsq Reader and a gnsq Consumer on one channel: each message goes to exactly one; both get some."""
     topic = name("x_share")
-    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "shared", max_in_flight=5)
-    cleanup.callback(reader.close)
-    consumer = GnsqCollector(shared_nsqd.tcp_address, topic, "shared", max_in_flight=5)
-    cleanup.callback(consumer.close)
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "shared", max_in_flight=5)))
+    consumer = cleanup.enter_context(closing(GnsqCollector(shared_nsqd.tcp_address, topic, "shared", max_in_flight=5)))
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     bodies = [f"s{i}".encode() for i in range(400)]
     for i in range(0, 400, 50):
         writer.mpub(topic, bodies[i:i + 50])
@@ -81,10 +74,8 @@ def test_large_mpub_gnsq_to_pynsq(shared_nsqd: NsqdProcess, io: IOLoopThread, cl
                                   name: Callable[[str], str]) -> None:
     """gnsq MPUB of 4 random 1 MiB bodies (a ~4 MiB command) reaches a pynsq Reader intact."""
     topic = name("x_big")
-    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=4)
-    cleanup.callback(reader.close)
-    producer = gnsq_producer(shared_nsqd.tcp_address)
-    cleanup.callback(producer.close)
+    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=4)))
+    producer = cleanup.enter_context(closing(gnsq_producer(shared_nsqd.tcp_address)))
     bodies = [os.urandom(1_048_576) for _ in range(4)]
     assert producer.multipublish(topic, bodies) == b"OK"
     wait_until(lambda: len(reader.received) >= 4, timeout=15, what="4 large messages")

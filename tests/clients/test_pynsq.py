@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 from tests.clients.util import IOLoopThread, NsqdFactory, PynsqReader, PynsqWriter, pause, settle
 from tests.protocol.raw import publish
@@ -16,13 +16,11 @@ def test_pub_then_consume_exact_bodies(shared_nsqd: NsqdProcess, io: IOLoopThrea
                                        name: Callable[[str], str]) -> None:
     """Every PUB from the Writer reaches the Reader once, byte for byte, with attempts 1."""
     topic = name("py_pub")
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     bodies = [f"msg-{i}".encode() for i in range(50)] + [b"\x00\xff\n\r binary", b"x" * 100_000]
     for body in bodies:
         assert writer.pub(topic, body) == b"OK"
-    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=10)
-    cleanup.callback(reader.close)
+    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=10)))
     wait_until(lambda: len(reader.received) >= len(bodies), what="all messages")
     assert Counter(reader.bodies) == Counter(bodies)
     assert {r.attempts for r in reader.received} == {1}
@@ -34,10 +32,8 @@ def test_pub_then_consume_exact_bodies(shared_nsqd: NsqdProcess, io: IOLoopThrea
 def test_mpub(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack, name: Callable[[str], str]) -> None:
     """One MPUB of 200 bodies → 200 deliveries; ids are 16 lowercase hex digits, increasing in publish order."""
     topic = name("py_mpub")
-    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=100)
-    cleanup.callback(reader.close)
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=100)))
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     bodies = [f"m{i:03d}".encode() for i in range(200)]
     assert writer.mpub(topic, bodies) == b"OK"
     wait_until(lambda: len(reader.received) >= 200, what="200 messages")
@@ -53,8 +49,7 @@ def test_rdy_window_of_50_over_500_messages(shared_nsqd: NsqdProcess, io: IOLoop
                                            name: Callable[[str], str]) -> None:
     """max_in_flight 50: never more than 50 unanswered deliveries; FINs open the window until all 500 arrive."""
     topic = name("py_rdy")
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     bodies = [f"r{i}".encode() for i in range(500)]
     assert writer.mpub(topic, bodies) == b"OK"
     reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False, max_in_flight=50)
@@ -81,10 +76,8 @@ def test_req_with_delay_redelivers_after_delay(shared_nsqd: NsqdProcess, io: IOL
                                                name: Callable[[str], str]) -> None:
     """REQ 1000 ms: the message comes back no earlier than ~0.9 s later with attempts 2."""
     topic = name("py_req")
-    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False)
-    cleanup.callback(reader.close)
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False)))
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     writer.pub(topic, b"again")
     first = wait_until(lambda: reader.received and reader.received[0], what="first delivery")
     assert first.attempts == 1
@@ -103,10 +96,8 @@ def test_req_zero_redelivers_at_once(shared_nsqd: NsqdProcess, io: IOLoopThread,
                                      name: Callable[[str], str]) -> None:
     """REQ 0 puts the message straight back into the queue; attempts count up with each delivery."""
     topic = name("py_req0")
-    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False)
-    cleanup.callback(reader.close)
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False)))
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     writer.pub(topic, b"bounce")
     for n in range(1, 4):
         r = wait_until(lambda n=n: len(reader.received) >= n and reader.received[n - 1], timeout=5,
@@ -126,8 +117,7 @@ def test_touch_keeps_message_past_msg_timeout(shared_nsqd: NsqdProcess, io: IOLo
     topic = name("py_touch")
     reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False, msg_timeout=1)
     cleanup.callback(reader.close)
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     writer.pub(topic, b"hold")
     r = wait_until(lambda: reader.received and reader.received[0], what="delivery")
     end = time.monotonic() + 2.1
@@ -147,8 +137,7 @@ def test_msg_timeout_redelivers_with_attempts_2(shared_nsqd: NsqdProcess, io: IO
     topic = name("py_timeout")
     reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False, msg_timeout=1)
     cleanup.callback(reader.close)
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     writer.pub(topic, b"late")
     first = wait_until(lambda: reader.received and reader.received[0], what="delivery")
     second = wait_until(lambda: len(reader.received) > 1 and reader.received[1], timeout=8, what="redelivery")
@@ -163,10 +152,8 @@ def test_dpub_arrives_after_delay(shared_nsqd: NsqdProcess, io: IOLoopThread, cl
                                   name: Callable[[str], str]) -> None:
     """Writer.dpub(1000 ms): the message is not delivered before ~0.9 s; its timestamp is the publish time."""
     topic = name("py_dpub")
-    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch")
-    cleanup.callback(reader.close)
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch")))
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     wall = time.time()
     sent = time.monotonic()  # before nsqd starts the 1 s deferral
     assert writer.dpub(topic, 1000, b"later") == b"OK"
@@ -180,13 +167,11 @@ def test_heartbeats_keep_idle_reader_connected(shared_nsqd: NsqdProcess, io: IOL
                                                name: Callable[[str], str]) -> None:
     """heartbeat_interval 1 s: the Reader answers heartbeats and is still connected and consuming after 3.5 s idle."""
     topic = name("py_hb")
-    reader = PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", heartbeat_interval=1)
-    cleanup.callback(reader.close)
+    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", heartbeat_interval=1)))
     pause(3.5)
     assert reader.connected()
     assert reader.heartbeats >= 2, f"only {reader.heartbeats} heartbeats in 3.5 s at a 1 s interval"
-    writer = PynsqWriter(io, shared_nsqd.tcp_address)
-    cleanup.callback(writer.close)
+    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     writer.pub(topic, b"still here")
     wait_until(lambda: reader.bodies == [b"still here"], what="delivery after idling")
     assert reader.errors == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import socket
@@ -17,9 +18,11 @@ NsqdFactory = Callable[..., NsqdProcess]
 
 
 def raw_exchange(port: int, data: bytes, timeout: float = 5) -> bytes:
-    """Send bytes as they are and return everything the server sends until it closes or goes quiet."""
+    """Send bytes as they are and return everything the server sends until it closes or goes quiet for
+    ``timeout`` seconds."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(data)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(data)  # the server may answer and close before taking everything
         out = b""
         try:
             while chunk := sock.recv(65536):

@@ -3,14 +3,13 @@ answer recorded (Date left out). The rows double as the regression corpus of the
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import time
 
 import pytest
 
 from nsqd_py.http.request_head import HeadError, parse_head
-from tests.http.http_support import parse_raw_reply
+from tests.http.http_support import parse_raw_reply, raw_exchange
 from tests.support import NsqdProcess
 
 ERROR_HEADERS = b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
@@ -107,20 +106,6 @@ SERVED = {
 }
 
 
-def _exchange(port: int, data: bytes, quiet: float = 2.0) -> bytes:
-    """Send ``data`` and keep the connection open; the answer until the server closes or goes quiet."""
-    with socket.create_connection(("127.0.0.1", port), timeout=quiet) as sock:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            sock.sendall(data)  # the server may answer and close before taking everything
-        out = b""
-        try:
-            while chunk := sock.recv(65536):
-                out += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
-    return out
-
-
 def _without_date(answer: bytes) -> bytes:
     head, sep, body = answer.partition(b"\r\n\r\n")
     lines = [b"Date: D" if line.startswith(b"Date: ") else line for line in head.split(b"\r\n")]
@@ -130,19 +115,19 @@ def _without_date(answer: bytes) -> bytes:
 @pytest.mark.parametrize(("data", "answer"), REFUSED.values(), ids=REFUSED.keys())
 def test_refused_like_go(shared_nsqd: NsqdProcess, data: bytes, answer: bytes) -> None:
     """The whole answer matches Go's, and comes without the client closing its side."""
-    assert _without_date(_exchange(shared_nsqd.http_port, data)) == answer
+    assert _without_date(raw_exchange(shared_nsqd.http_port, data, 2.0)) == answer
 
 
 @pytest.mark.parametrize(("data", "status"), SERVED.values(), ids=SERVED.keys())
 def test_served_like_go(shared_nsqd: NsqdProcess, data: bytes, status: int) -> None:
-    assert parse_raw_reply(_exchange(shared_nsqd.http_port, data, quiet=1.0)).status == status
+    assert parse_raw_reply(raw_exchange(shared_nsqd.http_port, data, 1.0)).status == status
 
 
 def test_http10_answers_name_http10(shared_nsqd: NsqdProcess) -> None:
-    plain = _without_date(_exchange(shared_nsqd.http_port, b"GET /ping HTTP/1.0\r\n\r\n"))
+    plain = _without_date(raw_exchange(shared_nsqd.http_port, b"GET /ping HTTP/1.0\r\n\r\n", 2.0))
     assert plain.startswith(b"HTTP/1.0 200 OK\r\n") and b"Connection:" not in plain
-    kept = _without_date(_exchange(shared_nsqd.http_port, b"GET /ping HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
-                                   quiet=0.5))
+    kept = _without_date(raw_exchange(shared_nsqd.http_port, b"GET /ping HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+                                       0.5))
     assert kept.startswith(b"HTTP/1.0 200 OK\r\n") and b"\r\nConnection: keep-alive\r\n" in kept
 
 
@@ -169,16 +154,16 @@ def test_malformed_header_line_is_answered_before_the_blank_line(shared_nsqd: Ns
 def test_head_over_1mib_is_431(shared_nsqd: NsqdProcess, split: bool) -> None:
     """Go's limit counts the head even when its end arrived in the same read as the rest."""
     big = b"GET /ping HTTP/1.1\r\nHost: x\r\nX: " + b"a" * ((1 << 20) + 4096) + b"\r\n\r\n"
-    answer = _exchange(shared_nsqd.http_port, big if not split else big[:-4], quiet=3)
+    answer = raw_exchange(shared_nsqd.http_port, big if not split else big[:-4], 3)
     assert answer == go_error(b"431 Request Header Fields Too Large")
-    ping = _exchange(shared_nsqd.http_port, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n", 0.5)
+    ping = raw_exchange(shared_nsqd.http_port, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n", 0.5)
     assert parse_raw_reply(ping).body == b"OK"
 
 
 def test_head_just_under_the_limit_is_served(shared_nsqd: NsqdProcess) -> None:
     head = b"GET /ping HTTP/1.1\r\nHost: x\r\nX: "
     data = head + b"a" * ((1 << 20) - len(head) - 4) + b"\r\n\r\n"
-    assert parse_raw_reply(_exchange(shared_nsqd.http_port, data, quiet=1.0)).status == 200
+    assert parse_raw_reply(raw_exchange(shared_nsqd.http_port, data, 1.0)).status == 200
 
 
 # ---- the parser alone (no process): the same rules, quick to run ----------------------------------------------

@@ -93,9 +93,7 @@ def test_touch_keeps_a_message_past_its_timeout(inproc: InProcessNsqd) -> None:
     consumer.identify(msg_timeout=2000)
     consumer.sub("t_touch", "c")
     consumer.send("RDY 1")
-    pub = inproc.connect()
-    pub.send("PUB t_touch", b"t")
-    pub.frame()
+    inproc.publish("t_touch", b"t")
     msg = consumer.message()
     for _ in range(6):  # 3 s in all, well past the 2 s timeout; each TOUCH comes 1.5 s before it is due
         gevent.sleep(0.5)
@@ -108,13 +106,8 @@ def test_touch_keeps_a_message_past_its_timeout(inproc: InProcessNsqd) -> None:
 
 
 def test_cls_replies_close_wait_and_stops_deliveries(inproc: InProcessNsqd) -> None:
-    consumer = inproc.connect()
-    consumer.identify()
-    consumer.sub("t_cls", "c")
-    consumer.send("RDY 1")
-    pub = inproc.connect()
-    pub.send("MPUB t_cls", mpub_body([b"1", b"2"]))
-    pub.frame()
+    consumer = inproc.subscriber("t_cls")
+    inproc.publish("t_cls", b"1", b"2")
     msg = consumer.message()
     consumer.send("CLS")
     assert consumer.frame() == (FRAME_RESPONSE, b"CLOSE_WAIT")
@@ -168,10 +161,7 @@ def test_mpub_outer_length_is_not_reconciled_like_nsqd(inproc: InProcessNsqd) ->
 
 def test_large_mpub_split_across_reads(inproc: InProcessNsqd) -> None:
     bodies = [bytes([i % 256]) * 5000 for i in range(400)]
-    consumer = inproc.connect()
-    consumer.identify()
-    consumer.sub("t_bigmpub", "c")
-    consumer.send("RDY 500")
+    consumer = inproc.subscriber("t_bigmpub", "c", rdy=500)
     pub = inproc.connect()
     payload = b"MPUB t_bigmpub\n" + struct.pack(">i", len(mpub_body(bodies))) + mpub_body(bodies)
     for i in range(0, len(payload), 7777):
@@ -207,13 +197,8 @@ def test_rdy_above_custom_max(inproc_factory: InProcessFactory) -> None:
 
 
 def test_delivery_frame_layout(inproc: InProcessNsqd) -> None:
-    consumer = inproc.connect()
-    consumer.identify()
-    consumer.sub("t_layout", "c")
-    consumer.send("RDY 1")
-    pub = inproc.connect()
-    pub.send("PUB t_layout", b"xyz")
-    pub.frame()
+    consumer = inproc.subscriber("t_layout")
+    inproc.publish("t_layout", b"xyz")
     header = consumer._read(8)
     size, ftype = struct.unpack(">ii", header)
     assert ftype == FRAME_MESSAGE and size == 4 + 26 + 3

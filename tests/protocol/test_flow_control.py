@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 from nsqd_py.client.protocol import mpub_body
 from tests.protocol.raw import pub, raw_subscriber, recv_message, tiny_window_conn
@@ -14,8 +14,7 @@ from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, Message, NsqdProcess, R
 
 def published_at(port: int, topic: str, body: bytes, cleanup: ExitStack) -> float:
     """PUB from a fresh connection; the monotonic time the OK came back."""
-    publisher = RawConn(port)
-    cleanup.callback(publisher.close)
+    publisher = cleanup.enter_context(closing(RawConn(port)))
     pub(publisher, topic, body)
     return time.monotonic()
 
@@ -133,12 +132,10 @@ def run_slow_and_fast(port: int, topic: str, total: int, size: int, cleanup: Exi
     """Subscribe a never-reading consumer (channel "slow", RDY 2500, tiny receive window) and a reading one
     (channel "fast", FINs in batches, in a thread); MPUB ``total`` bodies of ``size`` bytes; return the slow
     connection and the 8-byte sequence prefixes the fast consumer got."""
-    slow = tiny_window_conn(port)
-    cleanup.callback(slow.close)
+    slow = cleanup.enter_context(closing(tiny_window_conn(port)))
     assert slow.sub(topic, "slow") == (FRAME_RESPONSE, b"OK")
     slow.send("RDY 2500")
-    fast = raw_subscriber(port, topic, "fast", rdy=2500)
-    cleanup.callback(fast.close)
+    fast = cleanup.enter_context(closing(raw_subscriber(port, topic, "fast", rdy=2500)))
     fast.sock.settimeout(20)
 
     received: list[bytes] = []

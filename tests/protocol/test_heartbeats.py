@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn
 
@@ -27,8 +27,7 @@ def collect_heartbeats(conn: RawConn, seconds: float) -> list[float]:
 def test_negotiated_interval_applies_to_an_unsubscribed_client(shared_nsqd: NsqdProcess, cleanup: ExitStack) -> None:
     """IDENTIFY heartbeat_interval 1000 sent a moment after the magic: heartbeats every ~1 s, and a client that
     answers them with NOP stays connected."""
-    conn = RawConn(shared_nsqd.tcp_port)
-    cleanup.callback(conn.close)
+    conn = cleanup.enter_context(closing(RawConn(shared_nsqd.tcp_port)))
     time.sleep(0.2)  # a separate packet, as most client libraries do
     assert isinstance(conn.identify(heartbeat_interval=1000), dict)
     beats = collect_heartbeats(conn, 4.0)
@@ -39,8 +38,7 @@ def test_negotiated_interval_applies_to_an_unsubscribed_client(shared_nsqd: Nsqd
 
 def test_silent_client_closed_after_two_intervals(shared_nsqd: NsqdProcess, cleanup: ExitStack) -> None:
     """A client that never answers: heartbeats go out, and the server closes the socket after ~2 intervals."""
-    conn = RawConn(shared_nsqd.tcp_port)
-    cleanup.callback(conn.close)
+    conn = cleanup.enter_context(closing(RawConn(shared_nsqd.tcp_port)))
     assert isinstance(conn.identify(heartbeat_interval=1000), dict)
     start = time.monotonic()
     assert conn.is_closed(wait=6), "a silent client must be dropped"

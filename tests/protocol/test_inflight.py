@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 from nsqd_py.client.protocol import mpub_body
 from tests.clients.util import NsqdFactory
@@ -16,10 +16,8 @@ def test_rdy_zero_pauses_and_rdy_resumes(shared_nsqd: NsqdProcess, cleanup: Exit
                                          name: Callable[[str], str]) -> None:
     """RDY 0 (what client libraries send to back off) stops deliveries; RDY 1 resumes them."""
     topic = name("if_rdy0")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)
-    cleanup.callback(sub.close)
-    publisher = RawConn(shared_nsqd.tcp_port)
-    cleanup.callback(publisher.close)
+    sub = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)))
+    publisher = cleanup.enter_context(closing(RawConn(shared_nsqd.tcp_port)))
     publisher.send(f"MPUB {topic}", mpub_body([b"1", b"2", b"3"]))
     assert publisher.frame() == (FRAME_RESPONSE, b"OK")
     first = recv_message(sub)
@@ -35,10 +33,8 @@ def test_lowering_rdy_below_in_flight_holds_deliveries(shared_nsqd: NsqdProcess,
                                                        name: Callable[[str], str]) -> None:
     """RDY 3 with 3 in flight, then RDY 1: nothing more arrives until in-flight drops below 1."""
     topic = name("if_shrink")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=3)
-    cleanup.callback(sub.close)
-    publisher = RawConn(shared_nsqd.tcp_port)
-    cleanup.callback(publisher.close)
+    sub = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=3)))
+    publisher = cleanup.enter_context(closing(RawConn(shared_nsqd.tcp_port)))
     publisher.send(f"MPUB {topic}", mpub_body([f"m{i}".encode() for i in range(6)]))
     assert publisher.frame() == (FRAME_RESPONSE, b"OK")
     held = [recv_message(sub) for _ in range(3)]
@@ -56,12 +52,10 @@ def test_fin_of_another_consumers_message(shared_nsqd: NsqdProcess, cleanup: Exi
                                           name: Callable[[str], str]) -> None:
     """FIN by a different consumer of the same channel is a non-fatal E_FIN_FAILED (does not own message)."""
     topic = name("if_owner")
-    owner = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)
-    cleanup.callback(owner.close)
+    owner = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)))
     publish(shared_nsqd.tcp_port, topic, b"mine")
     msg = recv_message(owner)
-    thief = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=0)
-    cleanup.callback(thief.close)
+    thief = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=0)))
     thief.send(f"FIN {msg.id.decode()}")
     assert thief.frame() == (FRAME_ERROR, f"E_FIN_FAILED FIN {msg.id.decode()} failed client does not own message"
                              .encode())
@@ -73,8 +67,7 @@ def test_fin_of_another_consumers_message(shared_nsqd: NsqdProcess, cleanup: Exi
 def test_touch_cannot_extend_past_max_msg_timeout(nsqd_factory: NsqdFactory, cleanup: ExitStack) -> None:
     """--max-msg-timeout 2s: TOUCHing every 300 ms cannot keep a message beyond delivery + 2 s."""
     nsqd = nsqd_factory("--max-msg-timeout=2s")
-    sub = raw_subscriber(nsqd.tcp_port, "capped", "ch", rdy=1, msg_timeout=1000)
-    cleanup.callback(sub.close)
+    sub = cleanup.enter_context(closing(raw_subscriber(nsqd.tcp_port, "capped", "ch", rdy=1, msg_timeout=1000)))
     delivered = time.monotonic()  # no later than the delivery, where the 2 s cap starts
     publish(nsqd.tcp_port, "capped", b"t")
     msg = recv_message(sub)
@@ -99,8 +92,7 @@ def test_touch_and_fin_after_timeout_fail_softly(shared_nsqd: NsqdProcess, clean
                                                  name: Callable[[str], str]) -> None:
     """Once a message timed out (and was not redelivered: RDY 0), TOUCH/FIN/REQ give non-fatal *_FAILED errors."""
     topic = name("if_late")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1, msg_timeout=1000)
-    cleanup.callback(sub.close)
+    sub = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1, msg_timeout=1000)))
     publish(shared_nsqd.tcp_port, topic, b"slow")
     msg = recv_message(sub)
     sub.send("RDY 0")
@@ -128,8 +120,7 @@ def test_timed_out_message_redelivered_to_same_consumer_can_be_finished(shared_n
                                                                          name: Callable[[str], str]) -> None:
     """The redelivery after a timeout is a new in-flight entry: FIN of it succeeds, nothing else comes back."""
     topic = name("if_redo")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1, msg_timeout=1000)
-    cleanup.callback(sub.close)
+    sub = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1, msg_timeout=1000)))
     publish(shared_nsqd.tcp_port, topic, b"twice")
     first = recv_message(sub)
     second = recv_message(sub, timeout=8)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 from nsqd_py.go.durations import SECOND
 from tests.inprocess import InProcessFactory
@@ -15,13 +15,8 @@ from tests.support import NsqdProcess
 
 def test_req_clamps_timeout_and_redelivers_with_attempts(inproc_factory: InProcessFactory) -> None:
     proc = inproc_factory(max_req_timeout=SECOND)
-    consumer = proc.connect()
-    consumer.identify()
-    consumer.sub("t_req", "c")
-    consumer.send("RDY 1")
-    pub = proc.connect()
-    pub.send("PUB t_req", b"r")
-    pub.frame()
+    consumer = proc.subscriber("t_req")
+    proc.publish("t_req", b"r")
     msg = consumer.message()
     start = time.monotonic()
     consumer.send(b"REQ " + msg.id + b" 999999")  # clamped to 1 s, not an error
@@ -36,8 +31,7 @@ def test_req_timeout_is_clamped_not_rejected(shared_nsqd: NsqdProcess, cleanup: 
                                              name: Callable[[str], str]) -> None:
     """REQ with a delay above --max-req-timeout (10m here) is accepted silently (clamped)."""
     topic = name("if_clamp")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)
-    cleanup.callback(sub.close)
+    sub = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)))
     publish(shared_nsqd.tcp_port, topic, b"far future")
     msg = recv_message(sub)
     sub.send(f"REQ {msg.id.decode()} 999999999")
@@ -56,8 +50,7 @@ def test_requeued_with_delay_survives_its_consumer(shared_nsqd: NsqdProcess, cle
     first.send(f"REQ {msg.id.decode()} 1000")
     settled_ok(first, name("if_probe"))
     first.close()
-    second = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)
-    cleanup.callback(second.close)
+    second = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)))
     again = recv_message(second, timeout=10)
     assert time.monotonic() - requeued >= 0.9
     assert (again.id, again.body, again.attempts) == (msg.id, b"deferred", 2)

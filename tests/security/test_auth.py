@@ -9,7 +9,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import replace
 
 import pytest
@@ -478,8 +478,7 @@ def test_pynsq_with_auth_secret_and_tls(auth_nsqd: NsqdProcess, authd: AuthServe
     reader = PynsqReader(io, auth_nsqd.tcp_address, "t_pynsq_auth", "c", max_in_flight=20, auth_secret="alice",
                          snappy=True, user_agent="pynsq-auth-reader", **tls)
     cleanup.callback(reader.close)
-    writer = PynsqWriter(io, auth_nsqd.tcp_address, auth_secret="alice", **tls)
-    cleanup.callback(writer.close)
+    writer = cleanup.enter_context(closing(PynsqWriter(io, auth_nsqd.tcp_address, auth_secret="alice", **tls)))
     sent = [f"m{i}".encode() * (i + 1) for i in range(60)]
     assert writer.mpub("t_pynsq_auth", sent[:30]) == b"OK"
     for body in sent[30:]:

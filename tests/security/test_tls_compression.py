@@ -8,7 +8,7 @@ import json
 import ssl
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 
 import gnsq
@@ -92,8 +92,7 @@ def test_pynsq_writer_and_reader(case: str, tls_nsqd: NsqdProcess, pki: Pki, io:
     topic = name("py")
     reader = PynsqReader(io, tls_nsqd.tcp_address, topic, "ch", max_in_flight=50, heartbeat_interval=1, **kwargs)
     cleanup.callback(reader.close)
-    writer = PynsqWriter(io, tls_nsqd.tcp_address, **kwargs)
-    cleanup.callback(writer.close)
+    writer = cleanup.enter_context(closing(PynsqWriter(io, tls_nsqd.tcp_address, **kwargs)))
     sent = bodies(case)
     for body in sent[:20]:
         assert writer.pub(topic, body) == b"OK"
