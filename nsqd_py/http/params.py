@@ -67,31 +67,28 @@ def bool_param(query: Query, key: str) -> bool:
     return BOOL_PARAMS.get(first(query, key) or "", True)
 
 
+def required_arg(req: falcon.Request | Query, key: str, invalid: str | None = None) -> str:
+    """`key=` of the query: 400 `MISSING_ARG_<KEY>` when absent; with ``invalid``, 400 ``invalid`` when it is not
+    a valid topic/channel name."""
+    value = first(req if isinstance(req, dict) else request_query(req), key)
+    if value is None:
+        raise APIError(400, f"MISSING_ARG_{key.upper()}")
+    if invalid is not None and not is_valid_name(value):
+        raise APIError(400, invalid)
+    return value
+
+
 def topic_channel_args(req: falcon.Request) -> tuple[str, str]:
     """NSQ's `http_api.GetTopicChannelArgs` (nsqd's and nsqlookupd's channel routes): both names
     present and valid, else 400 with nsqd's `MISSING_ARG_*` / `INVALID_ARG_*`."""
     query = request_query(req)
-    topic = first(query, "topic")
-    if topic is None:
-        raise APIError(400, "MISSING_ARG_TOPIC")
-    if not is_valid_name(topic):
-        raise APIError(400, "INVALID_ARG_TOPIC")
-    channel = first(query, "channel")
-    if channel is None:
-        raise APIError(400, "MISSING_ARG_CHANNEL")
-    if not is_valid_name(channel):
-        raise APIError(400, "INVALID_ARG_CHANNEL")
-    return topic, channel
+    return required_arg(query, "topic", "INVALID_ARG_TOPIC"), required_arg(query, "channel", "INVALID_ARG_CHANNEL")
 
 
 def topic_from_query(nsqd: NSQD, req: falcon.Request) -> tuple[Query, Topic]:
     """nsqd's `getTopicFromQuery`: the topic named by `topic=`, created if new."""
     query = request_query(req)
-    name = first(query, "topic")
-    if name is None:
-        raise APIError(400, "MISSING_ARG_TOPIC")
-    if not is_valid_name(name):
-        raise APIError(400, "INVALID_TOPIC")
+    name = required_arg(query, "topic", "INVALID_TOPIC")
     try:
         return query, nsqd.get_topic(name)
     except ExitingError:

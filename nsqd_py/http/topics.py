@@ -12,18 +12,12 @@ import falcon
 from ..core.channel import Channel
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
-from ..wire.names import is_valid_name
-from .params import first, request_query, topic_channel_args, topic_from_query
+from .params import required_arg, topic_channel_args, topic_from_query
 from .responses import APIError
 
 
 def _topic_name(req: falcon.Request, validate: bool) -> str:
-    name = first(request_query(req), "topic")
-    if name is None:
-        raise APIError(400, "MISSING_ARG_TOPIC")
-    if validate and not is_valid_name(name):
-        raise APIError(400, "INVALID_TOPIC")
-    return name
+    return required_arg(req, "topic", "INVALID_TOPIC" if validate else None)
 
 
 def _persist(nsqd: NSQD, path: str) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import falcon
 
-from ..http.params import first, request_query, topic_channel_args
+from ..http.params import required_arg, topic_channel_args
 from ..http.responses import APIError
 from ..http.routing import falcon_app
 from ..runtime.version import NSQ_VERSION
@@ -38,13 +38,6 @@ def create_app(lookupd: NSQLookupd) -> falcon.App:
     return app
 
 
-def _param(req: falcon.Request, name: str, error: str) -> str:
-    value = first(request_query(req), name)
-    if value is None:
-        raise APIError(400, error)
-    return value
-
-
 class LookupdAPI:
     """One responder per route (Falcon suffixes); each returns its data or raises APIError."""
 
@@ -63,11 +56,11 @@ class LookupdAPI:
         return {"topics": keys(self.db.find_registrations("topic", "*", ""))}
 
     def on_get_channels(self, req: falcon.Request, resp: falcon.Response) -> dict[str, Any]:
-        topic = _param(req, "topic", "MISSING_ARG_TOPIC")
+        topic = required_arg(req, "topic")
         return {"channels": subkeys(self.db.find_registrations("channel", topic, "*"))}
 
     def on_get_lookup(self, req: falcon.Request, resp: falcon.Response) -> dict[str, Any]:
-        topic = _param(req, "topic", "MISSING_ARG_TOPIC")
+        topic = required_arg(req, "topic")
         if not self.db.find_registrations("topic", topic, ""):
             raise APIError(404, "TOPIC_NOT_FOUND")
         opts = self.lookupd.opts
@@ -108,14 +101,14 @@ class LookupdAPI:
         return dict(sorted(data.items()))
 
     def on_post_topic_create(self, req: falcon.Request, resp: falcon.Response) -> None:
-        topic = _param(req, "topic", "MISSING_ARG_TOPIC")
+        topic = required_arg(req, "topic")
         if not is_valid_name(topic):
             raise APIError(400, "INVALID_ARG_TOPIC")
         self.log.info(f"DB: adding topic({topic})")
         self.db.add_registration(Registration("topic", topic, ""))
 
     def on_post_topic_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
-        topic = _param(req, "topic", "MISSING_ARG_TOPIC")
+        topic = required_arg(req, "topic")
         for registration in self.db.find_registrations("channel", topic, "*"):
             self.log.info(f"DB: removing channel({registration.subkey}) from topic({topic})")
             self.db.remove_registration(registration)
@@ -124,8 +117,8 @@ class LookupdAPI:
             self.db.remove_registration(registration)
 
     def on_post_topic_tombstone(self, req: falcon.Request, resp: falcon.Response) -> None:
-        topic = _param(req, "topic", "MISSING_ARG_TOPIC")
-        node = _param(req, "node", "MISSING_ARG_NODE")
+        topic = required_arg(req, "topic")
+        node = required_arg(req, "node")
         self.log.info(f"DB: setting tombstone for producer@{node} of topic({topic})")
         for producer in self.db.find_producers("topic", topic, ""):
             if f"{producer.peer.broadcast_address}:{producer.peer.http_port}" == node:

@@ -197,28 +197,25 @@ class ProtocolV1:
         return b"OK"
 
     def unregister(self, peer: PeerInfo, topic: str, channel: str) -> bytes:
-        peer_id = peer.id
         if channel:
-            key = Registration("channel", topic, channel)
-            removed, left = self.db.remove_producer(key, peer_id)
-            if removed:
-                self._log_db("UNREGISTER", key)
-            if left == 0 and channel.endswith("#ephemeral"):
-                self.db.remove_registration(key)
+            self._unregister(Registration("channel", topic, channel), peer.id, channel)
             return b"OK"
         # a topic's channels are normally unregistered first; whatever is left goes too, with a warning
         for key in self.db.find_registrations("channel", topic, "*"):
-            removed, _ = self.db.remove_producer(key, peer_id)
+            removed, _ = self.db.remove_producer(key, peer.id)
             if removed:
                 self.log.warn(f"client({self.remote}) unexpected UNREGISTER category:channel key:{topic} "
                               f"subkey:{key.subkey}")
-        key = Registration("topic", topic, "")
+        self._unregister(Registration("topic", topic, ""), peer.id, topic)
+        return b"OK"
+
+    def _unregister(self, key: Registration, peer_id: str, name: str) -> None:
+        """Remove the peer from ``key``; an ephemeral topic or channel goes with its last producer."""
         removed, left = self.db.remove_producer(key, peer_id)
         if removed:
             self._log_db("UNREGISTER", key)
-        if left == 0 and topic.endswith("#ephemeral"):
+        if left == 0 and name.endswith("#ephemeral"):
             self.db.remove_registration(key)
-        return b"OK"
 
     def _log_db(self, action: str, key: Registration) -> None:
         self.log.info(f"DB: client({self.remote}) {action} category:{key.category} key:{key.key} "

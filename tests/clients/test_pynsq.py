@@ -6,10 +6,18 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack, closing
+from typing import Any
 
 from tests.clients.util import IOLoopThread, NsqdFactory, PynsqReader, PynsqWriter, pause, settle
 from tests.protocol.raw import publish
 from tests.support import NsqdProcess, wait_until
+
+
+def reader_and_writer(io: IOLoopThread, nsqd: NsqdProcess, topic: str, cleanup: ExitStack,
+                      **reader_options: Any) -> tuple[PynsqReader, PynsqWriter]:
+    """A pynsq Reader of ``topic``'s channel "ch" and a Writer, both closed by ``cleanup``."""
+    reader = cleanup.enter_context(closing(PynsqReader(io, nsqd.tcp_address, topic, "ch", **reader_options)))
+    return reader, cleanup.enter_context(closing(PynsqWriter(io, nsqd.tcp_address)))
 
 
 def test_pub_then_consume_exact_bodies(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack,
@@ -32,8 +40,7 @@ def test_pub_then_consume_exact_bodies(shared_nsqd: NsqdProcess, io: IOLoopThrea
 def test_mpub(shared_nsqd: NsqdProcess, io: IOLoopThread, cleanup: ExitStack, name: Callable[[str], str]) -> None:
     """One MPUB of 200 bodies → 200 deliveries; ids are 16 lowercase hex digits, increasing in publish order."""
     topic = name("py_mpub")
-    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", max_in_flight=100)))
-    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
+    reader, writer = reader_and_writer(io, shared_nsqd, topic, cleanup, max_in_flight=100)
     bodies = [f"m{i:03d}".encode() for i in range(200)]
     assert writer.mpub(topic, bodies) == b"OK"
     wait_until(lambda: len(reader.received) >= 200, what="200 messages")
@@ -76,8 +83,7 @@ def test_req_with_delay_redelivers_after_delay(shared_nsqd: NsqdProcess, io: IOL
                                                name: Callable[[str], str]) -> None:
     """REQ 1000 ms: the message comes back no earlier than ~0.9 s later with attempts 2."""
     topic = name("py_req")
-    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False)))
-    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
+    reader, writer = reader_and_writer(io, shared_nsqd, topic, cleanup, auto_finish=False)
     writer.pub(topic, b"again")
     first = wait_until(lambda: reader.received and reader.received[0], what="first delivery")
     assert first.attempts == 1
@@ -96,8 +102,7 @@ def test_req_zero_redelivers_at_once(shared_nsqd: NsqdProcess, io: IOLoopThread,
                                      name: Callable[[str], str]) -> None:
     """REQ 0 puts the message straight back into the queue; attempts count up with each delivery."""
     topic = name("py_req0")
-    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch", auto_finish=False)))
-    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
+    reader, writer = reader_and_writer(io, shared_nsqd, topic, cleanup, auto_finish=False)
     writer.pub(topic, b"bounce")
     for n in range(1, 4):
         r = wait_until(lambda n=n: len(reader.received) >= n and reader.received[n - 1], timeout=5,
@@ -152,8 +157,7 @@ def test_dpub_arrives_after_delay(shared_nsqd: NsqdProcess, io: IOLoopThread, cl
                                   name: Callable[[str], str]) -> None:
     """Writer.dpub(1000 ms): the message is not delivered before ~0.9 s; its timestamp is the publish time."""
     topic = name("py_dpub")
-    reader = cleanup.enter_context(closing(PynsqReader(io, shared_nsqd.tcp_address, topic, "ch")))
-    writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
+    reader, writer = reader_and_writer(io, shared_nsqd, topic, cleanup)
     wall = time.time()
     sent = time.monotonic()  # before nsqd starts the 1 s deferral
     assert writer.dpub(topic, 1000, b"later") == b"OK"

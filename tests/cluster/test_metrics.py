@@ -5,8 +5,8 @@ from __future__ import annotations
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from nsqd_py.client.protocol import mpub_body
-from tests.support import FRAME_MESSAGE, Message, RawConn, wait_until
+from tests.protocol.raw import publish, raw_subscriber
+from tests.support import FRAME_MESSAGE, Message, wait_until
 
 
 def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -19,12 +19,8 @@ def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def test_metrics_follow_the_stats(nsqd_factory) -> None:
     nsqd = nsqd_factory("--e2e-processing-latency-percentile=0.99")
-    consumer = RawConn(nsqd.tcp_port)
-    consumer.identify()
-    consumer.sub("prom", "c")
-    publisher = RawConn(nsqd.tcp_port)
-    publisher.send("MPUB prom", mpub_body([b"x", b"yy", b"zzz"]))
-    assert publisher.frame() == (0, b"OK")
+    consumer = raw_subscriber(nsqd.tcp_port, "prom", "c", user_agent="metrics-test")
+    publish(nsqd.tcp_port, "prom", b"x", b"yy", b"zzz")
     consumer.send("RDY 1")
     ftype, data = consumer.frame()
     assert ftype == FRAME_MESSAGE
@@ -57,8 +53,7 @@ def test_metrics_follow_the_stats(nsqd_factory) -> None:
 
     requests.post(f"{nsqd.http_url}/channel/pause", params={"topic": "prom", "channel": "c"}, timeout=5)
     assert _samples(nsqd.http_url)[("nsq_channel_paused", channel)] == 1
-    for conn in (consumer, publisher):
-        conn.close()
+    consumer.close()
 
 
 def test_metrics_without_e2e(nsqd_factory) -> None:

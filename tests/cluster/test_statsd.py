@@ -6,9 +6,8 @@ import re
 import socket
 import time
 
-from nsqd_py.client.protocol import mpub_body
 from nsqd_py.cluster.statsd import pack, stat_lines
-from tests.support import RawConn
+from tests.protocol.raw import publish, raw_subscriber
 
 _LINE = re.compile(r"^(?P<key>[^:]+):(?P<value>-?\d+)\|(?P<kind>[cg])$")
 
@@ -31,17 +30,11 @@ def test_pushes_counters_and_gauges_over_udp(nsqd_factory) -> None:
         nsqd = nsqd_factory(f"--statsd-address=127.0.0.1:{udp.getsockname()[1]}", "--statsd-interval=1s",
                             "--statsd-udp-packet-size=200", "--statsd-exclude-ephemeral",
                             "--broadcast-address=10.0.0.1", "--e2e-processing-latency-percentile=0.99,1")
-        consumer = RawConn(nsqd.tcp_port)
-        consumer.identify()
-        consumer.sub("st", "c")
-        ephemeral = RawConn(nsqd.tcp_port)
-        ephemeral.identify()
-        ephemeral.sub("st", "e#ephemeral")
-        publisher = RawConn(nsqd.tcp_port)
-        publisher.send("MPUB st", mpub_body([b"a", b"bb", b"ccc"]))
-        assert publisher.frame() == (0, b"OK")
+        consumer = raw_subscriber(nsqd.tcp_port, "st", "c", user_agent="statsd-test")
+        ephemeral = raw_subscriber(nsqd.tcp_port, "st", "e#ephemeral", user_agent="statsd-test")
+        publish(nsqd.tcp_port, "st", b"a", b"bb", b"ccc")
         packets = _receive(udp, 3.5)
-        for conn in (consumer, ephemeral, publisher):
+        for conn in (consumer, ephemeral):
             conn.close()
 
     assert packets and all(len(p) <= 200 for p in packets)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from contextlib import ExitStack, closing
 from typing import Any
 
 from nsqd_py.client.protocol import mpub_body
@@ -37,6 +38,13 @@ def raw_subscriber(port: int, topic: str, channel: str, rdy: int | None = None, 
     if rdy is not None:
         conn.send(f"RDY {rdy}")
     return conn
+
+
+def delivered(port: int, topic: str, body: bytes, cleanup: ExitStack) -> tuple[RawConn, Message]:
+    """A subscriber of channel "ch" with RDY 1 (closed by ``cleanup``) and ``body`` published and delivered to it."""
+    sub = cleanup.enter_context(closing(raw_subscriber(port, topic, "ch", rdy=1)))
+    publish(port, topic, body)
+    return sub, recv_message(sub)
 
 
 def recv_message(conn: RawConn, timeout: float = 5) -> Message:

@@ -19,30 +19,27 @@ def published_at(port: int, topic: str, body: bytes, cleanup: ExitStack) -> floa
     return time.monotonic()
 
 
+def delivery_delay(nsqd: NsqdProcess, topic: str, cleanup: ExitStack, rdy: int, output_buffer_timeout: int) -> float:
+    """Seconds from a PUB's OK to the message reaching a subscriber with this RDY and buffer timeout (ms)."""
+    sub = cleanup.enter_context(closing(raw_subscriber(nsqd.tcp_port, topic, "ch", rdy=rdy,
+                                                       output_buffer_timeout=output_buffer_timeout)))
+    sent = published_at(nsqd.tcp_port, topic, b"timed", cleanup)
+    assert recv_message(sub, timeout=5).body == b"timed"
+    return time.monotonic() - sent
+
+
 def test_buffered_message_flushed_after_output_buffer_timeout(shared_nsqd: NsqdProcess, cleanup: ExitStack,
                                                               name: Callable[[str], str]) -> None:
     """output_buffer_timeout 1000 and RDY 100: the client stays ready after one message, so that message
     sits in the buffer until the timeout (~1 s), not sent at once."""
-    topic = name("fc_buffered")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=100, output_buffer_timeout=1000)
-    cleanup.callback(sub.close)
-    sent = published_at(shared_nsqd.tcp_port, topic, b"buffered", cleanup)
-    msg = recv_message(sub, timeout=5)
-    elapsed = time.monotonic() - sent
-    assert msg.body == b"buffered"
+    elapsed = delivery_delay(shared_nsqd, name("fc_buffered"), cleanup, rdy=100, output_buffer_timeout=1000)
     assert 0.6 <= elapsed <= 3.0, f"buffered message arrived after {elapsed:.3f}s, output_buffer_timeout is 1 s"
 
 
 def test_message_flushed_at_once_when_client_stops_being_ready(shared_nsqd: NsqdProcess, cleanup: ExitStack,
                                                                name: Callable[[str], str]) -> None:
     """A 5 s buffer timeout but RDY 1: after one message the client is not ready → immediate flush."""
-    topic = name("fc_rdy1")
-    sub = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1, output_buffer_timeout=5000)
-    cleanup.callback(sub.close)
-    sent = published_at(shared_nsqd.tcp_port, topic, b"now", cleanup)
-    msg = recv_message(sub, timeout=5)
-    elapsed = time.monotonic() - sent
-    assert msg.body == b"now"
+    elapsed = delivery_delay(shared_nsqd, name("fc_rdy1"), cleanup, rdy=1, output_buffer_timeout=5000)
     assert elapsed < 2.0, f"RDY 1 message took {elapsed:.3f}s; the buffer must be flushed when RDY is used up"
 
 

@@ -8,7 +8,7 @@ from contextlib import ExitStack, closing
 
 from nsqd_py.client.protocol import mpub_body
 from tests.clients.util import NsqdFactory
-from tests.protocol.raw import nothing_arrives, publish, raw_subscriber, recv_message, settled_ok
+from tests.protocol.raw import delivered, nothing_arrives, publish, raw_subscriber, recv_message, settled_ok
 from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, wait_until
 
 
@@ -52,9 +52,7 @@ def test_fin_of_another_consumers_message(shared_nsqd: NsqdProcess, cleanup: Exi
                                           name: Callable[[str], str]) -> None:
     """FIN by a different consumer of the same channel is a non-fatal E_FIN_FAILED (does not own message)."""
     topic = name("if_owner")
-    owner = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)))
-    publish(shared_nsqd.tcp_port, topic, b"mine")
-    msg = recv_message(owner)
+    owner, msg = delivered(shared_nsqd.tcp_port, topic, b"mine", cleanup)
     thief = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=0)))
     thief.send(f"FIN {msg.id.decode()}")
     assert thief.frame() == (FRAME_ERROR, f"E_FIN_FAILED FIN {msg.id.decode()} failed client does not own message"

@@ -9,7 +9,7 @@ from contextlib import ExitStack, closing
 
 from nsqd_py.go.durations import SECOND
 from tests.inprocess import InProcessFactory
-from tests.protocol.raw import nothing_arrives, publish, raw_subscriber, recv_message, settled_ok
+from tests.protocol.raw import delivered, nothing_arrives, publish, raw_subscriber, recv_message, settled_ok
 from tests.support import NsqdProcess
 
 
@@ -31,9 +31,7 @@ def test_req_timeout_is_clamped_not_rejected(shared_nsqd: NsqdProcess, cleanup: 
                                              name: Callable[[str], str]) -> None:
     """REQ with a delay above --max-req-timeout (10m here) is accepted silently (clamped)."""
     topic = name("if_clamp")
-    sub = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=1)))
-    publish(shared_nsqd.tcp_port, topic, b"far future")
-    msg = recv_message(sub)
+    sub, msg = delivered(shared_nsqd.tcp_port, topic, b"far future", cleanup)
     sub.send(f"REQ {msg.id.decode()} 999999999")
     settled_ok(sub, name("if_probe"))
     assert nothing_arrives(sub, 0.5)

@@ -141,16 +141,12 @@ def run_fuzz(nsqd: NsqdProcess, port: int, corpus: list[bytes], prefix: bytes,
 
 
 @pytest.mark.slow
-def test_fuzz_http(fuzz_nsqd: NsqdProcess) -> None:
-    cases = run_fuzz(fuzz_nsqd, fuzz_nsqd.http_port, http_corpus(), b"", assert_serves)
-    print(f"http fuzz: {cases} mutated cases, seed {SEED}")
-    assert cases > 0
-    assert "Traceback" not in fuzz_nsqd.log(), f"seed {SEED}"
-
-
-@pytest.mark.slow
-def test_fuzz_tcp(fuzz_nsqd: NsqdProcess) -> None:
-    cases = run_fuzz(fuzz_nsqd, fuzz_nsqd.tcp_port, tcp_corpus(), b"  V2", assert_serves)
-    print(f"tcp fuzz: {cases} mutated cases, seed {SEED}")
+@pytest.mark.parametrize("listener", ["http", "tcp"])
+def test_fuzz(fuzz_nsqd: NsqdProcess, listener: str) -> None:
+    if listener == "http":
+        cases = run_fuzz(fuzz_nsqd, fuzz_nsqd.http_port, http_corpus(), b"", assert_serves)
+    else:
+        cases = run_fuzz(fuzz_nsqd, fuzz_nsqd.tcp_port, tcp_corpus(), b"  V2", assert_serves)
+    print(f"{listener} fuzz: {cases} mutated cases, seed {SEED}")
     assert cases > 0
     assert "Traceback" not in fuzz_nsqd.log(), f"seed {SEED}"

@@ -187,14 +187,36 @@ SNAPPY_ATTACKS = {
 }
 
 
-@pytest.mark.parametrize("attack", list(SNAPPY_ATTACKS))
-def test_corrupt_snappy_closes(attack: str, hostile: tuple[NsqdProcess, Bystanders]) -> None:
+def deflate_conn(proc: NsqdProcess) -> SecureConn:
+    conn = SecureConn(proc.tcp_port)
+    assert conn.identify_raw(deflate=True)[0] == FRAME_RESPONSE
+    conn.start_deflate(6)
+    conn.expect(FRAME_RESPONSE, b"OK")
+    return conn
+
+
+DEFLATE_ATTACKS = {
+    "invalid block type": b"\xff" * 24,
+    "bad distance": deflate(b"PUB t\n")[:-4] + bytes([0x63, 0x00, 0x02, 0x00]) * 10,
+    "stored block length mismatch": b"\x00\x05\x00\x00\x00hello",
+    "zlib header (not raw deflate)": zlib.compress(PUB_X),
+}
+
+
+#: every corrupt stream above, with the connection that negotiates its compression
+CORRUPT_STREAMS = {**{f"snappy {name}": (snappy_conn, wire) for name, wire in SNAPPY_ATTACKS.items()},
+                   **{f"deflate {name}": (deflate_conn, wire) for name, wire in DEFLATE_ATTACKS.items()}}
+
+
+@pytest.mark.parametrize("attack", list(CORRUPT_STREAMS))
+def test_corrupt_stream_closes(attack: str, hostile: tuple[NsqdProcess, Bystanders]) -> None:
     proc, by = hostile
-    conn = snappy_conn(proc)
-    conn.send_wire(SNAPPY_ATTACKS[attack])
+    connect, wire = CORRUPT_STREAMS[attack]
+    conn = connect(proc)
+    conn.send_wire(wire)
     assert_closed(conn)
     by.check()
-    assert proc.stats(topic="t")["topics"] in (None, [])  # nothing was published
+    assert proc.stats(topic="t")["topics"] in (None, [])  # nothing was published (runs before the tests that do)
 
 
 #: good chunks, then a corrupt one in the same packet, and Go nsqd 1.3.0's error frame (recorded): the good
@@ -239,31 +261,6 @@ def test_snappy_bomb_is_bounded(hostile: tuple[NsqdProcess, Bystanders]) -> None
 
 
 # ---- deflate -------------------------------------------------------------------------------------------------
-
-
-def deflate_conn(proc: NsqdProcess) -> SecureConn:
-    conn = SecureConn(proc.tcp_port)
-    assert conn.identify_raw(deflate=True)[0] == FRAME_RESPONSE
-    conn.start_deflate(6)
-    conn.expect(FRAME_RESPONSE, b"OK")
-    return conn
-
-
-DEFLATE_ATTACKS = {
-    "invalid block type": b"\xff" * 24,
-    "bad distance": deflate(b"PUB t\n")[:-4] + bytes([0x63, 0x00, 0x02, 0x00]) * 10,
-    "stored block length mismatch": b"\x00\x05\x00\x00\x00hello",
-    "zlib header (not raw deflate)": zlib.compress(PUB_X),
-}
-
-
-@pytest.mark.parametrize("attack", list(DEFLATE_ATTACKS))
-def test_corrupt_deflate_closes(attack: str, hostile: tuple[NsqdProcess, Bystanders]) -> None:
-    proc, by = hostile
-    conn = deflate_conn(proc)
-    conn.send_wire(DEFLATE_ATTACKS[attack])
-    assert_closed(conn)
-    by.check()
 
 
 def _deflate_final(data: bytes) -> bytes:

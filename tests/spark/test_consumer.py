@@ -3,10 +3,11 @@ alive past msg_timeout, and nothing connects until the reader is first asked for
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,17 @@ pytestmark = pytest.mark.slow
 
 def read_options(nsqd: NsqdProcess, topic: str, **extra: str) -> ReadOptions:
     return ReadOptions.parse({"Topic": topic, "CHANNEL": "c", "nsqd_tcp_addresses": nsqd.tcp_address, **extra})
+
+
+@contextlib.contextmanager
+def running(opts: ReadOptions, max_in_flight: int) -> Iterator[Consumer]:
+    """A started Consumer, closed after the block."""
+    consumer = Consumer(opts, max_in_flight=max_in_flight)
+    consumer.start()
+    try:
+        yield consumer
+    finally:
+        consumer.close()
 
 
 def test_options_are_validated_case_insensitively() -> None:
@@ -109,30 +121,20 @@ def test_connections_follow_nsqd_max_rdy_count(nsqd_factory: Callable[..., NsqdP
     topic = name("rdycap")
     small = nsqd_factory("--max-rdy-count=40")
     publish(small, topic, [b"m%d" % i for i in range(150)])
-    consumer = Consumer(read_options(small, topic), max_in_flight=100)
-    consumer.start()
-    try:
+    with running(read_options(small, topic), max_in_flight=100):
         # ceil(100 / 40) connections, sharing the window
         wait_until(lambda: sorted(c["ready_count"] for c in channel_stats(small, topic, "c")["clients"])
                    == [33, 33, 33])
-    finally:
-        consumer.close()
     many = name("rdycapped")
     publish(small, many, [b"m"])
-    consumer = Consumer(read_options(small, many), max_in_flight=5000)  # 125 connections: capped at 100
-    consumer.start()
-    try:
+    with running(read_options(small, many), max_in_flight=5000):  # 125 connections: capped at 100
         wait_until(lambda: [c["ready_count"] for c in channel_stats(small, many, "c")["clients"]] == [40] * 100)
-    finally:
-        consumer.close()
 
 
 def test_byte_budget_pauses_delivery_until_a_commit(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
     topic = name("bytes")
     publish(nsqd, topic, [b"%0100d" % i for i in range(100)])
-    consumer = Consumer(read_options(nsqd, topic, max_in_flight_bytes="1000"), max_in_flight=30)
-    consumer.start()
-    try:
+    with running(read_options(nsqd, topic, max_in_flight_bytes="1000"), max_in_flight=30) as consumer:
         wait_until(lambda: [c["ready_count"] for c in channel_stats(nsqd, topic, "c")["clients"]] == [0])
         held = consumer.unsettled_count()
         assert 10 <= held <= 30  # over 1000 bytes of 100-byte bodies, at most the RDY window
@@ -140,16 +142,12 @@ def test_byte_budget_pauses_delivery_until_a_commit(nsqd: NsqdProcess, name: Cal
         assert consumer.unsettled_count() == held
         consumer.finish(consumer.take(100))
         wait_until(lambda: consumer.unsettled_count() >= 10 and channel_stats(nsqd, topic, "c")["depth"] < 90)
-    finally:
-        consumer.close()
 
 
 def test_rdy_bounds_what_is_held(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
     topic = name("rdy")
     publish(nsqd, topic, [b"m%d" % i for i in range(50)])
-    consumer = Consumer(read_options(nsqd, topic), max_in_flight=10)
-    consumer.start()
-    try:
+    with running(read_options(nsqd, topic), max_in_flight=10) as consumer:
         wait_until(lambda: consumer.unsettled_count() == 10)
         time.sleep(0.5)
         assert consumer.unsettled_count() == 10
@@ -158,16 +156,12 @@ def test_rdy_bounds_what_is_held(nsqd: NsqdProcess, name: Callable[[str], str]) 
         assert len(got) == 10
         consumer.finish(got[:4])
         wait_until(lambda: consumer.unsettled_count() == 10 and len(consumer.take(100, wait=1)) > 0)
-    finally:
-        consumer.close()
 
 
 def test_touch_keeps_held_messages_in_flight(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
     topic = name("touch")
     publish(nsqd, topic, [b"a", b"b", b"c"])
-    consumer = Consumer(read_options(nsqd, topic, msg_timeout="1s"), max_in_flight=10)
-    consumer.start()
-    try:
+    with running(read_options(nsqd, topic, msg_timeout="1s"), max_in_flight=10) as consumer:
         held = consumer.take(10, wait=5)
         while len(held) < 3:
             held += consumer.take(10, wait=5)
@@ -177,23 +171,17 @@ def test_touch_keeps_held_messages_in_flight(nsqd: NsqdProcess, name: Callable[[
         consumer.finish(held)
         wait_until(lambda: drained(nsqd, topic, "c"))
         assert channel_stats(nsqd, topic, "c")["timeout_count"] == 0
-    finally:
-        consumer.close()
 
 
 def test_requeue_buffered_hands_messages_back(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
     topic = name("requeue")
     publish(nsqd, topic, [b"x%d" % i for i in range(5)])
-    consumer = Consumer(read_options(nsqd, topic), max_in_flight=5)
-    consumer.start()
-    try:
+    with running(read_options(nsqd, topic), max_in_flight=5) as consumer:
         wait_until(lambda: consumer.unsettled_count() == 5)
         consumer.requeue_buffered()
         wait_until(lambda: channel_stats(nsqd, topic, "c")["depth"] == 5)
         stats = channel_stats(nsqd, topic, "c")
         assert stats["in_flight_count"] == 0 and stats["requeue_count"] == 5
-    finally:
-        consumer.close()
 
 
 def test_unreachable_nsqd_fails_at_start() -> None:
