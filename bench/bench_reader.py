@@ -16,7 +16,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import queue
 import socket
 import struct
 import sys
@@ -35,6 +34,7 @@ from benchlib import (
     percentiles,
     read_frame,
     start_and_collect,
+    wait_until_ready,
 )
 
 MAGIC_V2 = b"  V2"
@@ -402,28 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         mp.Process(target=sub_worker, args=(i, cfg, ready_q, go, abort, counts, result_q), daemon=True)
         for i in range(a.procs)
     ]
-    for pr in procs:
-        pr.start()
-    failures, reply = [], None
-    for _ in procs:
-        try:
-            idx, err, reply = ready_q.get(timeout=a.timeout + 20)
-        except queue.Empty:
-            failures.append("worker did not become ready in time")
-            break
-        if err:
-            failures.append(f"worker {idx}: {err}")
-    if failures:
-        abort.value = 1
-        go.set()
-        for f in failures:
-            log(f"error: {f}")
-        for pr in procs:
-            pr.join(5)
-            if pr.is_alive():
-                pr.terminate()
-        if a.json:
-            print(json.dumps({"tool": "bench_reader", "fatal": failures}))
+    ready, reply = wait_until_ready(procs, ready_q, abort, go, a.timeout + 20, log, "bench_reader", a.json)
+    if not ready:
         return 1
     if reply and "max_rdy_count" in reply and a.rdy > reply["max_rdy_count"]:
         log(f"warning: --rdy {a.rdy} > server max_rdy_count {reply['max_rdy_count']} (nsqd will reject RDY)")

@@ -16,7 +16,6 @@ import collections
 import json
 import multiprocessing as mp
 import os
-import queue
 import socket
 import struct
 import sys
@@ -35,6 +34,7 @@ from benchlib import (
     percentiles,
     read_frame,
     start_and_collect,
+    wait_until_ready,
 )
 
 MAGIC_V2 = b"  V2"
@@ -75,9 +75,9 @@ def pub_worker(idx: int, cfg: dict[str, Any], ready_q: Any, go: Any, abort: Any,
         if ftype != FRAME_RESPONSE:
             raise RuntimeError(f"IDENTIFY failed: {data[:200]!r}")
     except Exception as exc:  # reported to the parent
-        ready_q.put((idx, f"{type(exc).__name__}: {exc}"))
+        ready_q.put((idx, f"{type(exc).__name__}: {exc}", None))
         return
-    ready_q.put((idx, None))
+    ready_q.put((idx, None, None))
     if not go.wait(cfg["go_timeout"]) or abort.value:
         sock.close()
         return
@@ -252,28 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     procs = [
         mp.Process(target=pub_worker, args=(i, cfg, ready_q, go, abort, result_q), daemon=True) for i in range(a.procs)
     ]
-    for pr in procs:
-        pr.start()
-    failures = []
-    for _ in procs:
-        try:
-            idx, err = ready_q.get(timeout=a.timeout + 20)
-        except queue.Empty:
-            failures.append("worker did not become ready in time")
-            break
-        if err:
-            failures.append(f"worker {idx}: {err}")
-    if failures:
-        abort.value = 1
-        go.set()
-        for f in failures:
-            log(f"error: {f}")
-        for pr in procs:
-            pr.join(5)
-            if pr.is_alive():
-                pr.terminate()
-        if a.json:
-            print(json.dumps({"tool": "bench_writer", "fatal": failures}))
+    if not wait_until_ready(procs, ready_q, abort, go, a.timeout + 20, log, "bench_writer", a.json)[0]:
         return 1
 
     results, start, end = start_and_collect(procs, go, result_q, a.deadline, a.runfor + a.timeout + 30, log,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import calendar
+import json
 import queue
 import re
 import socket
@@ -104,6 +105,36 @@ def read_frame(sock: socket.socket, buf: bytearray) -> tuple[int, bytes]:
         buf += chunk
 
 
+
+
+def wait_until_ready(procs: list[Any], ready_q: Any, abort: Any, go: Any, timeout: float, log: Callable[[str], None],
+                     tool: str, as_json: bool) -> tuple[bool, Any]:
+    """Start the workers and wait for each to report ready as (index, error or None, detail); on any failure,
+    abort and reap them all and say so (as JSON with ``as_json``). Returns (all ready?, the last detail)."""
+    for pr in procs:
+        pr.start()
+    failures, detail = [], None
+    for _ in procs:
+        try:
+            idx, err, detail = ready_q.get(timeout=timeout)
+        except queue.Empty:
+            failures.append("worker did not become ready in time")
+            break
+        if err:
+            failures.append(f"worker {idx}: {err}")
+    if not failures:
+        return True, detail
+    abort.value = 1
+    go.set()
+    for f in failures:
+        log(f"error: {f}")
+    for pr in procs:
+        pr.join(5)
+        if pr.is_alive():
+            pr.terminate()
+    if as_json:
+        print(json.dumps({"tool": tool, "fatal": failures}))
+    return False, None
 
 
 def start_and_collect(procs: list[Any], go: Any, result_q: Any, deadline: float | None, wait: float,
