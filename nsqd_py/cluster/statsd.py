@@ -102,6 +102,15 @@ def stat_lines(current: stats.Stats, last: stats.Stats, prefix: str, exclude_eph
             for key, value, kind in _stats(current, last, exclude_ephemeral)]
 
 
+#: (stats field, statsd name, counter?) in nsqd's order; a counter is sent as the change since the last push
+_TOPIC_STATS = (("message_count", "message_count", True), ("message_bytes", "message_bytes", True),
+                ("depth", "depth", False), ("backend_depth", "backend_depth", False))
+_CHANNEL_STATS = (("message_count", "message_count", True), ("depth", "depth", False),
+                  ("backend_depth", "backend_depth", False), ("in_flight_count", "in_flight_count", False),
+                  ("deferred_count", "deferred_count", False), ("requeue_count", "requeue_count", True),
+                  ("timeout_count", "timeout_count", True), ("client_count", "clients", False))
+
+
 def _stats(current: stats.Stats, last: stats.Stats, exclude_ephemeral: bool) -> Iterator[tuple[str, Any, str]]:
     last_topics = {t["topic_name"]: t for t in last.get("topics") or []}
     for topic in current.get("topics") or []:
@@ -110,32 +119,30 @@ def _stats(current: stats.Stats, last: stats.Stats, exclude_ephemeral: bool) -> 
             continue
         before = last_topics.get(name, {})
         key = f"topic.{name}"
-        yield f"{key}.message_count", topic["message_count"] - before.get("message_count", 0), "c"
-        yield f"{key}.message_bytes", topic["message_bytes"] - before.get("message_bytes", 0), "c"
-        yield f"{key}.depth", topic["depth"], "g"
-        yield f"{key}.backend_depth", topic["backend_depth"], "g"
+        yield from _fields(key, _TOPIC_STATS, topic, before)
         yield from _e2e(key, topic["e2e_processing_latency"])
         last_channels = {c["channel_name"]: c for c in before.get("channels") or []}
         for channel in topic["channels"]:
             cname = channel["channel_name"]
             if exclude_ephemeral and cname.endswith(_EPHEMERAL):
                 continue
-            was = last_channels.get(cname, {})
             ckey = f"{key}.channel.{cname}"
-            yield f"{ckey}.message_count", channel["message_count"] - was.get("message_count", 0), "c"
-            yield f"{ckey}.depth", channel["depth"], "g"
-            yield f"{ckey}.backend_depth", channel["backend_depth"], "g"
-            yield f"{ckey}.in_flight_count", channel["in_flight_count"], "g"
-            yield f"{ckey}.deferred_count", channel["deferred_count"], "g"
-            yield f"{ckey}.requeue_count", channel["requeue_count"] - was.get("requeue_count", 0), "c"
-            yield f"{ckey}.timeout_count", channel["timeout_count"] - was.get("timeout_count", 0), "c"
-            yield f"{ckey}.clients", channel["client_count"], "g"
+            yield from _fields(ckey, _CHANNEL_STATS, channel, last_channels.get(cname, {}))
             yield from _e2e(ckey, channel["e2e_processing_latency"])
     memory = current.get("memory")
     if memory is not None:
         for name in _MEM_GAUGES:
             yield f"mem.{name}", memory[name], "g"
         yield "mem.gc_runs", memory["gc_total_runs"] - (last.get("memory") or {}).get("gc_total_runs", 0), "c"
+
+
+def _fields(key: str, table: tuple[tuple[str, str, bool], ...], now: stats.Stats,
+            before: stats.Stats) -> Iterator[tuple[str, Any, str]]:
+    for field, name, counter in table:
+        if counter:
+            yield f"{key}.{name}", now[field] - before.get(field, 0), "c"
+        else:
+            yield f"{key}.{name}", now[field], "g"
 
 
 def _e2e(key: str, latency: stats.Stats) -> Iterator[tuple[str, Any, str]]:
