@@ -31,7 +31,7 @@ COMPILED_MODULES = [
     "nsqd_py/http/wsgi_server.py",
     "nsqd_py/http/request_head.py",
     "nsqd_py/http/connection.py",
-    "nsqd_py/http/pub_shortcut.py",
+    "nsqd_py/http/shortcuts.py",
 ]
 
 

@@ -15,7 +15,6 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, Literal, NoReturn, TextIO
 
 from nsqd_py.go.durations import format_duration, parse_duration
@@ -141,6 +140,8 @@ def format_float(value: float) -> str:
         return "+Inf" if value > 0 else "-Inf"
     if value == 0:
         return "-0" if math.copysign(1.0, value) < 0 else "0"
+    from decimal import Decimal  # on first use: a few ms of every start-up otherwise
+
     _, digit_tuple, exp = Decimal(repr(abs(value))).as_tuple()
     digits = "".join(map(str, digit_tuple))
     stripped = digits.rstrip("0")

@@ -8,9 +8,7 @@ then defaults (`resolve`, go-options' `Resolve`). nsqd, nsqlookupd and every too
 
 from __future__ import annotations
 
-import datetime
 import functools
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Protocol, TypeVar
@@ -42,6 +40,8 @@ class ResolveError(OptionsError):
 
 def go_type(value: Any) -> str:
     """The Go type BurntSushi/toml decodes ``value`` to, as `%T` prints it."""
+    import datetime  # error paths only
+
     names = {bool: "bool", int: "int64", float: "float64", str: "string", list: "[]interface {}",
              dict: "map[string]interface {}", datetime.datetime: "time.Time"}
     return names.get(type(value), type(value).__name__)
@@ -258,6 +258,8 @@ def load_toml(path: str) -> dict[str, Any]:
         reason = err.strerror or str(err)
         reason = reason[:1].lower() + reason[1:]
         raise ConfigError(f"failed to load config file {path} - open {path}: {reason}") from None
+    import tomllib  # only with --config
+
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any
-
-import falcon
+from typing import TYPE_CHECKING, Any
 
 from ..go.durations import format_duration
 from ..go.gocompat import join_host_port
 from ..runtime.log import INFO, Logger
 from .responses import APIError, Handler
+
+if TYPE_CHECKING:
+    import falcon
 
 
 def logged(handler: Handler, logger: Logger) -> Handler:
@@ -35,11 +36,16 @@ def logged(handler: Handler, logger: Logger) -> Handler:
             status = 500
             raise
         finally:
-            if logger.level <= INFO:
-                elapsed = format_duration(time.perf_counter_ns() - start)
-                logger.info(f"{status} {req.method} {request_uri(req.env)} ({remote_address(req.env)}) {elapsed}")
+            log_access(logger, status, req.method, req.env, start)
 
     return wrapper
+
+
+def log_access(logger: Logger, status: int, method: str, env: dict[str, Any], start_ns: int) -> None:
+    """The line for one request whose handler started at ``start_ns`` (perf_counter_ns) and just ended."""
+    if logger.level <= INFO:
+        elapsed = format_duration(time.perf_counter_ns() - start_ns)
+        logger.info(f"{status} {method} {request_uri(env)} ({remote_address(env)}) {elapsed}")
 
 
 def request_uri(env: dict[str, Any]) -> str:

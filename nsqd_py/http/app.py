@@ -1,61 +1,31 @@
-"""The Falcon app of nsqd's HTTP API: its routes, on a router with nsqd's (httprouter's) rules.
+"""The WSGI app of nsqd's HTTP API: the shortcuts (shortcuts.py) in front of the Falcon routes (routes.py).
 
-`/debug/*` (Go's pprof and runtime knobs) is not served: it answers like any unknown path. `/metrics`
-(Prometheus text, see metrics.py) is ours, not nsqd's.
+The Falcon app is built at the first request the shortcuts do not answer: importing Falcon is a third of nsqd's
+start-up, and a process that is only pinged and published to never needs it.
 """
 
 from __future__ import annotations
 
-import falcon
+import functools
+from typing import TYPE_CHECKING
 
-from ..daemon.context import ServerContext
 from ..daemon.options import TLS_REQUIRED
-from .config import Config
-from .metrics import Metrics
-from .pub import MPub, Pub
-from .pub_shortcut import PubShortcut, WSGIApp
-from .responses import JSON_TYPE, NSQ_CONTENT_TYPE, status_line
-from .routing import falcon_app
-from .status import Info, Ping, Stats
-from .topics import Channels, Topics
+from .shortcuts import Shortcuts, WSGIApp
 
-_ACTIONS = ("create", "delete", "empty", "pause", "unpause")
-
-
-class _TLSRequired:
-    """`--tls-required=true` on the plain-HTTP server: every request gets nsqd's 403 (unlogged)."""
-
-    def __init__(self, ctx: ServerContext) -> None:
-        self.ctx = ctx
-
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.status = status_line(403)
-        resp.set_header(*NSQ_CONTENT_TYPE)
-        resp.content_type = JSON_TYPE
-        resp.data = f'{{"message": "TLS_REQUIRED", "https_port": {self.ctx.https_port}}}'.encode()
-        resp.complete = True
+if TYPE_CHECKING:
+    from ..daemon.context import ServerContext
 
 
 def create_app(ctx: ServerContext, tls_enabled: bool = False) -> WSGIApp:
     """``tls_enabled``: this app serves the HTTPS listener (so TLS-required does not turn it away)."""
-    nsqd = ctx.nsqd
-    if not tls_enabled and nsqd.opts.tls_required == TLS_REQUIRED:
-        return _falcon_app(ctx, [_TLSRequired(ctx)])
-    return PubShortcut(nsqd, _falcon_app(ctx, []))
+    if not tls_enabled and ctx.nsqd.opts.tls_required == TLS_REQUIRED:
+        from .routes import tls_required_app
+
+        return tls_required_app(ctx)
+    return Shortcuts(ctx.nsqd, functools.partial(_routes_app, ctx))
 
 
-def _falcon_app(ctx: ServerContext, middleware: list[object]) -> falcon.App:
-    nsqd = ctx.nsqd
-    app = falcon_app(nsqd.logger, middleware)
-    app.add_route("/ping", Ping(nsqd), plain=True)
-    app.add_route("/info", Info(ctx))
-    app.add_route("/stats", Stats(nsqd))
-    app.add_route("/metrics", Metrics(nsqd), plain=True)
-    app.add_route("/pub", Pub(nsqd), log=False)
-    app.add_route("/mpub", MPub(nsqd), log=False)
-    topics, channels = Topics(nsqd), Channels(nsqd)
-    for action in _ACTIONS:
-        app.add_route(f"/topic/{action}", topics, suffix=action)
-        app.add_route(f"/channel/{action}", channels, suffix=action)
-    app.add_route("/config/{opt}", Config(ctx))
-    return app
+def _routes_app(ctx: ServerContext) -> WSGIApp:
+    from .routes import routes_app
+
+    return routes_app(ctx)

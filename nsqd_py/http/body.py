@@ -3,11 +3,12 @@ size was announced (Content-Length), not announced, or chunked; nothing past the
 
 from __future__ import annotations
 
-from typing import Protocol
-
-import falcon
+from typing import TYPE_CHECKING, Protocol
 
 from .responses import APIError
+
+if TYPE_CHECKING:
+    import falcon
 
 _READ_PIECE = 1 << 16
 

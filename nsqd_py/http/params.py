@@ -4,15 +4,17 @@ topic/channel arguments."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import unquote_to_bytes
-
-import falcon
 
 from ..core.errors import ExitingError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..wire.names import is_valid_name
 from .responses import APIError
+
+if TYPE_CHECKING:
+    import falcon
 
 #: nsqd's `boolParams`; anything else (or nothing) means the parameter's default.
 BOOL_PARAMS = {"true": True, "1": True, "false": False, "0": False}

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import struct
-
-import falcon
+from typing import TYPE_CHECKING
 
 from ..core.errors import BackendError, ExitingError
 from ..core.nsqd import NSQD
@@ -13,6 +12,9 @@ from ..go.durations import MILLISECOND
 from .body import BodyStream, read_body, read_body_until_broken
 from .params import BOOL_PARAMS, Query, first, topic_from_query
 from .responses import APIError
+
+if TYPE_CHECKING:
+    import falcon
 
 _INT32 = struct.Struct(">i")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1

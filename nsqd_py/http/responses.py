@@ -15,12 +15,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
-
-import falcon
+from typing import TYPE_CHECKING, Any
 
 from ..go import jsonenc
 from ..runtime.log import Logger
+
+if TYPE_CHECKING:
+    import falcon
 
 JSON_TYPE = "application/json; charset=utf-8"
 TEXT_TYPE = "text/plain; charset=utf-8"
@@ -51,7 +52,7 @@ def status_line(code: int) -> str:
 
 
 #: an answer as status line, headers and body: what a responder puts in Falcon's response, or a WSGI app
-#: serving without Falcon (pub_shortcut.py) hands to the server
+#: serving without Falcon (shortcuts.py) hands to the server
 Answer = tuple[str, list[tuple[str, str]], bytes]
 
 
@@ -81,7 +82,7 @@ def call_v1(logger: Logger, handler: Handler, *args: Any, **params: Any) -> Answ
     return _call(logger, v1_answer, v1_error_answer, handler, *args, **params)
 
 
-def _call_plain_text(logger: Logger, handler: Handler, *args: Any, **params: Any) -> Answer:
+def call_plain_text(logger: Logger, handler: Handler, *args: Any, **params: Any) -> Answer:
     """nsqd's `http_api.PlainText` decorator around one call of ``handler``."""
     return _call(logger, _plain_ok, plain_answer, handler, *args, **params)
 
@@ -128,7 +129,7 @@ def plain_text(handler: Handler, logger: Logger) -> Responder:
 
     @functools.wraps(handler)
     def responder(req: falcon.Request, resp: falcon.Response, **params: str) -> None:
-        apply_answer(resp, _call_plain_text(logger, handler, req, resp, **params))
+        apply_answer(resp, call_plain_text(logger, handler, req, resp, **params))
 
     return responder
 

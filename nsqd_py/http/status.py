@@ -14,7 +14,7 @@ from ..daemon.context import ServerContext
 from ..runtime.version import NSQ_VERSION
 from ..tcp.client_stats import client_stats
 from .params import bool_param, first, request_query
-from .responses import APIError
+from .shortcuts import ping
 from .stats_text import render_stats
 
 
@@ -23,10 +23,7 @@ class Ping:
         self.nsqd = nsqd
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> str:
-        health = self.nsqd.health()
-        if not self.nsqd.is_healthy():
-            raise APIError(500, health)
-        return health
+        return ping(self.nsqd)
 
 
 class Info:

@@ -18,12 +18,14 @@ patch_all()
 from nsqd_py.daemon.options import options_or_exit
 from nsqd_py.daemon import service
 from nsqd_py.daemon.program import NSQDProgram
-print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in {"requests", "prometheus_client"})))
+lazy = {"requests", "prometheus_client", "falcon"}
+print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in lazy)))
 '''
 
 
-def test_no_auth_or_metrics_client_before_listening() -> None:
-    """requests (auth servers, lookupd channel queries) and prometheus_client (/metrics) load on first use."""
+def test_no_auth_or_metrics_client_or_falcon_before_listening() -> None:
+    """requests (auth servers, lookupd channel queries), prometheus_client (/metrics) and Falcon (the HTTP routes
+    but the shortcuts) load on first use."""
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
