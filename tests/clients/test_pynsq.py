@@ -85,11 +85,11 @@ def test_req_with_delay_redelivers_after_delay(shared_nsqd: NsqdProcess, io: IOL
     topic = name("py_req")
     reader, writer = reader_and_writer(io, shared_nsqd, topic, cleanup, auto_finish=False)
     writer.pub(topic, b"again")
-    first = wait_until(lambda: reader.received and reader.received[0], what="first delivery")
+    first = reader.delivery(1)
     assert first.attempts == 1
     sent = time.monotonic()  # before nsqd starts the 1 s deferral
     reader.requeue(first, 1000)
-    second = wait_until(lambda: len(reader.received) > 1 and reader.received[1], timeout=10, what="redelivery")
+    second = reader.delivery(2, what="redelivery")
     assert second.at - sent >= 0.9, f"REQ 1000 redelivered after {second.at - sent:.3f}s"
     assert (second.id, second.body, second.attempts) == (first.id, b"again", 2)
     assert second.timestamp == first.timestamp, "timestamp is the original publish time"
@@ -105,8 +105,7 @@ def test_req_zero_redelivers_at_once(shared_nsqd: NsqdProcess, io: IOLoopThread,
     reader, writer = reader_and_writer(io, shared_nsqd, topic, cleanup, auto_finish=False)
     writer.pub(topic, b"bounce")
     for n in range(1, 4):
-        r = wait_until(lambda n=n: len(reader.received) >= n and reader.received[n - 1], timeout=5,
-                       what=f"delivery {n}")
+        r = reader.delivery(n, timeout=5)
         assert (r.body, r.attempts) == (b"bounce", n)
         if n < 3:
             reader.requeue(r, 0)
@@ -124,7 +123,7 @@ def test_touch_keeps_message_past_msg_timeout(shared_nsqd: NsqdProcess, io: IOLo
     cleanup.callback(reader.close)
     writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     writer.pub(topic, b"hold")
-    r = wait_until(lambda: reader.received and reader.received[0], what="delivery")
+    r = reader.delivery(1)
     end = time.monotonic() + 2.1
     while time.monotonic() < end:
         pause(0.3)
@@ -144,8 +143,8 @@ def test_msg_timeout_redelivers_with_attempts_2(shared_nsqd: NsqdProcess, io: IO
     cleanup.callback(reader.close)
     writer = cleanup.enter_context(closing(PynsqWriter(io, shared_nsqd.tcp_address)))
     writer.pub(topic, b"late")
-    first = wait_until(lambda: reader.received and reader.received[0], what="delivery")
-    second = wait_until(lambda: len(reader.received) > 1 and reader.received[1], timeout=8, what="redelivery")
+    first = reader.delivery(1)
+    second = reader.delivery(2, timeout=8, what="redelivery")
     assert second.at - first.at >= 0.9, f"timed out after {second.at - first.at:.3f}s, msg_timeout is 1 s"
     assert (second.id, second.body, second.attempts) == (first.id, b"late", 2)
     reader.finish(second)
@@ -161,7 +160,7 @@ def test_dpub_arrives_after_delay(shared_nsqd: NsqdProcess, io: IOLoopThread, cl
     wall = time.time()
     sent = time.monotonic()  # before nsqd starts the 1 s deferral
     assert writer.dpub(topic, 1000, b"later") == b"OK"
-    r = wait_until(lambda: reader.received and reader.received[0], timeout=10, what="deferred delivery")
+    r = reader.delivery(1, what="deferred delivery")
     assert r.at - sent >= 0.9, f"DPUB 1000 delivered after {r.at - sent:.3f}s"
     assert (r.body, r.attempts) == (b"later", 1)
     assert abs(r.timestamp / 1e9 - wall) < 1.0, "timestamp should be the publish time, not the delivery time"

@@ -192,6 +192,11 @@ class PynsqReader:
     def bodies(self) -> list[bytes]:
         return [r.body for r in self.received]
 
+    def delivery(self, n: int, timeout: float = 10, what: str = "delivery") -> Received:
+        """The ``n``-th delivery (from 1), once it has come."""
+        return wait_until(lambda: len(self.received) >= n and self.received[n - 1], timeout=timeout,
+                          what=f"{what} {n}")
+
     def finish(self, r: Received) -> None:
         self.io.call(r.handle.finish)
 
@@ -230,6 +235,11 @@ class GnsqCollector:
     @property
     def bodies(self) -> list[bytes]:
         return [r.body for r in self.received]
+
+    def delivery(self, n: int, timeout: float = 10, what: str = "delivery") -> Received:
+        """The ``n``-th delivery (from 1), once it has come."""
+        return wait_until(lambda: len(self.received) >= n and self.received[n - 1], timeout=timeout,
+                          what=f"{what} {n}")
 
     def close(self) -> None:
         self.consumer.close()
