@@ -17,9 +17,9 @@ import pytest
 import requests
 
 from nsqd_py.runtime.version import NSQ_VERSION
-from tests.support import RawConn, wait_until
 from nsqd_py.testing import free_port
-from tests.unit.test_build import _have_compiler
+from tests.packaging.test_build import _have_compiler
+from tests.support import RawConn, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
