@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import fnmatch
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,14 @@ def test_unit_tests_start_no_process() -> None:
         if module.startswith(starters)
     }
     assert not leaks
+
+
+def test_pytest_collects_every_test_directory(pytestconfig: pytest.Config) -> None:
+    """A directory pytest does not recurse into (its default norecursedirs has `dist` and `build`) would hold tests
+    that never run, silently, as tests/dist did."""
+    tests = Path(__file__).resolve().parents[1]
+    patterns = pytestconfig.getini("norecursedirs")
+    skipped = sorted(str(path.relative_to(tests)) for path in tests.rglob("*")
+                     if path.is_dir() and path.name != "__pycache__"
+                     and any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns))
+    assert skipped == []
