@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 from typing import Any
 
@@ -48,7 +49,7 @@ def gevent_plugins(path: list[str] | None = None) -> dict[str, list[str]]:
         for name in names:
             if not name.endswith((".dist-info", ".egg-info")):
                 continue
-            distribution = name.partition("-")[0].lower().replace("-", "_").replace(".", "_")
+            distribution = re.sub(r"[-_.]+", "_", name.rpartition(".")[0].partition("-")[0]).lower()
             if distribution in seen:
                 continue
             seen.add(distribution)

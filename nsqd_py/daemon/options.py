@@ -115,7 +115,9 @@ TEXT_KEYS = ("tls_required", "tls_min_version", "log_level")
 
 @dataclass(slots=True)
 class Options:
-    """Resolved nsqd options. Durations are int nanoseconds; attribute names follow the TOML keys."""
+    """Resolved nsqd options. Durations are int nanoseconds; attribute names follow the TOML keys. The fields are
+    in the order of Go's `Options` struct, which go-options resolves in (the first bad TOML value is the one
+    reported)."""
 
     node_id: int = setting("node-id", INT, lambda: default_node_id(_hostname()), "unique part for message IDs, (int) "
         "in range [0,1024) (default is hash of hostname)", key="id", go_field="ID")
@@ -148,9 +150,6 @@ class Options:
         "geographical region that contains multiple zones")
     topology_zone: str = setting("topology-zone", STRING, "", "A zone represents a logical failure domain, typically "
         "a datacenter, within a region")
-    enable_experiment: list[str] = setting("enable-experiment", LIST, [], "enable experimental feature (may be given "
-        "multiple times) (valid options: " + ", ".join(f"'{name}'" for name in EXPERIMENTS) + ")",
-        go_field="Experiments")
 
     data_path: str = setting("data-path", STRING, "", "path to store disk-backed messages")
     mem_queue_size: int = setting("mem-queue-size", INT, 10000, "number of messages to keep in memory (per "
@@ -160,10 +159,10 @@ class Options:
     sync_every: int = setting("sync-every", INT, 2500, "number of messages per diskqueue fsync")
     sync_timeout: int = setting("sync-timeout", DURATION, 2 * SECOND, "duration of time per diskqueue fsync")
 
-    queue_scan_worker_pool_max: int = setting("queue-scan-worker-pool-max", INT, 4, "max concurrency for checking "
-        "in-flight and deferred message timeouts")
     queue_scan_selection_count: int = setting("queue-scan-selection-count", INT, 20, "number of channels to check "
         "per cycle (every 100ms) for in-flight and deferred timeouts")
+    queue_scan_worker_pool_max: int = setting("queue-scan-worker-pool-max", INT, 4, "max concurrency for checking "
+        "in-flight and deferred message timeouts")
 
     msg_timeout: int = setting("msg-timeout", DURATION, 60 * SECOND, "default duration to wait before auto-requeing "
         "a message")
@@ -198,18 +197,18 @@ class Options:
     statsd_exclude_ephemeral: bool = setting("statsd-exclude-ephemeral", BOOL, False,
         "Skip ephemeral topics and channels when sending stats to statsd")
 
-    e2e_processing_latency_percentiles: list[float] = setting("e2e-processing-latency-percentile", FLOATS, [],
-        "message processing time percentiles (as float (0, 1.0]) to track (can be specified multiple times or comma "
-        "separated '1.0,0.99,0.95', default none)", key="e2e_processing_latency_percentiles")
     e2e_processing_latency_window_time: int = setting("e2e-processing-latency-window-time", DURATION, 10 * MINUTE,
         "calculate end to end latency quantiles for this duration of time (ie: 60s would only show quantile "
         "calculations from the past 60 seconds)")
+    e2e_processing_latency_percentiles: list[float] = setting("e2e-processing-latency-percentile", FLOATS, [],
+        "message processing time percentiles (as float (0, 1.0]) to track (can be specified multiple times or comma "
+        "separated '1.0,0.99,0.95', default none)", key="e2e_processing_latency_percentiles")
 
     tls_cert: str = setting("tls-cert", STRING, "", "path to certificate file")
     tls_key: str = setting("tls-key", STRING, "", "path to key file")
-    tls_root_ca_file: str = setting("tls-root-ca-file", STRING, "", "path to certificate authority file")
     tls_client_auth_policy: str = setting("tls-client-auth-policy", STRING, "", "client certificate auth policy "
         "('require' or 'require-verify')")
+    tls_root_ca_file: str = setting("tls-root-ca-file", STRING, "", "path to certificate authority file")
     tls_required: int = setting("tls-required", TLS_REQUIRED_KIND, TLS_NOT_REQUIRED,
         "require TLS for client connections (true, false, tcp-https)")
     tls_min_version: int = setting("tls-min-version", TLS_MIN_VERSION, TLS_VERSIONS["tls1.0"],
@@ -221,6 +220,9 @@ class Options:
         "negotiate (> values == > nsqd CPU usage)")
     snappy: bool = setting("snappy", BOOL, True, "enable snappy feature negotiation (client compression)",
         go_field="SnappyEnabled")
+    enable_experiment: list[str] = setting("enable-experiment", LIST, [], "enable experimental feature (may be given "
+        "multiple times) (valid options: " + ", ".join(f"'{name}'" for name in EXPERIMENTS) + ")",
+        go_field="Experiments")
 
     config: str = setting("config", STRING, "", "path to config file", key=None)
     show_version: bool = setting("version", BOOL, False, "print version string", key=None)

@@ -36,6 +36,9 @@ def test_reads_plugin_groups_only_and_the_first_distribution_of_a_name(tmp_path:
                   "# a comment\nhook = plug.hooks:on_patched [extra]\n")
     _distribution(tmp_path / "b", "Plug_In", "[gevent.plugins.monkey.did_patch_all]\nhook = other:hook\n")
     _distribution(tmp_path / "b", "unrelated", "[console_scripts]\ntool = m:main\n")
+    versionless = tmp_path / "b" / "plug.in.egg-info"  # a checkout's egg-info: the same distribution again
+    versionless.mkdir()
+    (versionless / "entry_points.txt").write_text("[gevent.plugins.monkey.did_patch_all]\nhook = third:hook\n")
     found = gevent_plugins([str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "missing")])
     assert found == {"gevent.plugins.monkey.did_patch_all": ["plug.hooks:on_patched [extra]"]}
 

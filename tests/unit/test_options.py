@@ -38,6 +38,8 @@ from nsqd_py.go.goflags import (
     parse_float,
     parse_int,
 )
+from nsqd_py.go.settings import settings_of
+from nsqd_py.lookupd.options import LookupdOptions
 from nsqd_py.lookupd.options import parse_options as parse_lookupd_options
 
 REPO = Path(__file__).resolve().parents[2]
@@ -627,3 +629,35 @@ def test_shipped_config_parses_to_defaults_plus_local_overrides() -> None:
                        config=str(CONFIG_FILE))
     assert opts == expected
     assert opts.https_address == "0.0.0.0:4152"
+
+
+#: the fields of Go's `nsqd.Options` and `nsqlookupd.Options` (nsqd/options.go, nsqlookupd/options.go) that are
+#: options, in struct order: go-options resolves in that order, so it decides which bad TOML value is reported
+GO_NSQD_FIELDS = (
+    "ID", "LogLevel", "LogPrefix", "TCPAddress", "HTTPAddress", "HTTPSAddress", "BroadcastAddress",
+    "BroadcastTCPPort", "BroadcastHTTPPort", "NSQLookupdTCPAddresses", "AuthHTTPAddresses", "AuthHTTPRequestMethod",
+    "HTTPClientConnectTimeout", "HTTPClientRequestTimeout", "TopologyRegion", "TopologyZone", "DataPath",
+    "MemQueueSize", "MaxBytesPerFile", "SyncEvery", "SyncTimeout", "QueueScanSelectionCount",
+    "QueueScanWorkerPoolMax", "MsgTimeout", "MaxMsgTimeout", "MaxMsgSize", "MaxBodySize", "MaxReqTimeout",
+    "MaxHeartbeatInterval", "MaxRdyCount", "MaxOutputBufferSize", "MaxOutputBufferTimeout", "MinOutputBufferTimeout",
+    "OutputBufferTimeout", "MaxChannelConsumers", "StatsdAddress", "StatsdPrefix", "StatsdInterval", "StatsdMemStats",
+    "StatsdUDPPacketSize", "StatsdExcludeEphemeral", "E2EProcessingLatencyWindowTime",
+    "E2EProcessingLatencyPercentiles", "TLSCert", "TLSKey", "TLSClientAuthPolicy", "TLSRootCAFile", "TLSRequired",
+    "TLSMinVersion", "DeflateEnabled", "MaxDeflateLevel", "SnappyEnabled", "Experiments",
+)
+GO_LOOKUPD_FIELDS = (
+    "LogLevel", "LogPrefix", "TCPAddress", "HTTPAddress", "BroadcastAddress", "InactiveProducerTimeout",
+    "TombstoneLifetime",
+)
+
+
+@pytest.mark.parametrize(("options", "go_fields"), [(Options, GO_NSQD_FIELDS), (LookupdOptions, GO_LOOKUPD_FIELDS)])
+def test_options_resolve_in_go_struct_order(options: type, go_fields: tuple[str, ...]) -> None:
+    assert tuple(meta.go_field for _attr, meta in settings_of(options) if meta.key is not None) == go_fields
+
+
+def test_first_bad_toml_value_in_go_struct_order_is_reported(tmp_path: Path) -> None:
+    path = toml_file(tmp_path, 'enable_experiment = [1]\nqueue_scan_worker_pool_max = "x"\n'
+                               'queue_scan_selection_count = "y"\nmem_queue_size = "z"\n')
+    with pytest.raises(ResolveError, match="for field MemQueueSize "):
+        parse_options(["--config", path])
