@@ -1,13 +1,16 @@
 """The "nsq" format's options: Spark hands them over as a case-insensitive mapping of strings.
 
 Parsed once into frozen dataclasses that pickle cheaply (no sockets, no SSL contexts), because the data source,
-its readers and writers are pickled to the planner and executor processes.
+its readers and writers are pickled to the planner and executor processes. An option read on its own is declared
+once, as a field made by `option(key, reader, default)`; `parse` reads those from the class and adds only what
+depends on other options (aliases, derived defaults, checks across options).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from ..go.durations import MILLISECOND, parse_duration
 from ..wire.names import is_valid_name
@@ -64,50 +67,66 @@ def _seconds(opts: dict[str, str], key: str, default: float | None) -> float | N
     return ns / 1e9
 
 
-def _addresses(opts: dict[str, str], key: str) -> tuple[str, ...]:
+def _positive_seconds(opts: dict[str, str], key: str, default: float) -> float:
+    """`_seconds`, with 0 meaning the default."""
+    return _seconds(opts, key, default) or default
+
+
+def _addresses(opts: dict[str, str], key: str, _default: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(a.strip() for a in opts.get(key, "").split(",") if a.strip())
+
+
+def _text(opts: dict[str, str], key: str, default: str | None) -> str | None:
+    """The option's text; empty means the default."""
+    return opts.get(key.lower()) or default
+
+
+def _optional_int(opts: dict[str, str], key: str, _default: None = None, minimum: int = 1) -> int | None:
+    return _int(opts, key, 0, minimum) if key.lower() in opts else None
+
+
+Reader = Callable[..., Any]
+
+
+def option(key: str, read: Reader, default: Any = None, **limits: int) -> Any:
+    """A field read from the option map by ``read(options, key, default, **limits)`` (Spark lower-cases keys)."""
+    return field(default=default, metadata={"option": (key, read, limits)})
+
+
+def _read_declared(cls: type, opts: dict[str, str]) -> dict[str, Any]:
+    """Every field of ``cls`` declared with `option`, read from ``opts``."""
+    values = {}
+    for f in fields(cls):
+        if "option" in f.metadata:
+            key, read, limits = f.metadata["option"]
+            values[f.name] = read(opts, key, f.default, **limits)
+    return values
 
 
 @dataclass(frozen=True)
 class ConnectOptions:
     """How to reach nsqd: addresses or lookupd, TLS, compression, AUTH (shared by reading and writing)."""
 
-    nsqd_tcp_addresses: tuple[str, ...] = ()
+    nsqd_tcp_addresses: tuple[str, ...] = option("nsqd_tcp_addresses", _addresses, ())
     #: each nsqd's HTTP address (for /stats), in the order of nsqd_tcp_addresses; by default the TCP port + 1
-    nsqd_http_addresses: tuple[str, ...] = ()
-    lookupd_http_addresses: tuple[str, ...] = ()
-    connect_timeout: float = 5.0
-    tls: bool = False
-    tls_ca_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    tls_insecure_skip_verify: bool = False
-    tls_server_name: str | None = None
-    snappy: bool = False
-    deflate: bool = False
-    deflate_level: int = 6
-    auth_secret: str | None = None
-    msg_timeout: float | None = None
+    nsqd_http_addresses: tuple[str, ...] = option("nsqd_http_addresses", _addresses, ())
+    lookupd_http_addresses: tuple[str, ...] = option("lookupd_http_addresses", _addresses, ())
+    connect_timeout: float = option("connect_timeout", _positive_seconds, 5.0)
+    tls: bool = option("tls", _bool, False)
+    tls_ca_file: str | None = option("tls_ca_file", _text)
+    tls_cert_file: str | None = option("tls_cert_file", _text)
+    tls_key_file: str | None = option("tls_key_file", _text)
+    tls_insecure_skip_verify: bool = option("tls_insecure_skip_verify", _bool, False)
+    tls_server_name: str | None = option("tls_server_name", _text)
+    snappy: bool = option("snappy", _bool, False)
+    deflate: bool = option("deflate", _bool, False)
+    deflate_level: int = option("deflate_level", _int, 6, minimum=1)
+    auth_secret: str | None = option("auth_secret", _text)
+    msg_timeout: float | None = option("msg_timeout", _seconds)
 
     @classmethod
     def parse(cls, opts: dict[str, str]) -> ConnectOptions:
-        parsed = cls(
-            nsqd_tcp_addresses=_addresses(opts, "nsqd_tcp_addresses"),
-            nsqd_http_addresses=_addresses(opts, "nsqd_http_addresses"),
-            lookupd_http_addresses=_addresses(opts, "lookupd_http_addresses"),
-            connect_timeout=_seconds(opts, "connect_timeout", 5.0) or 5.0,
-            tls=_bool(opts, "tls"),
-            tls_ca_file=opts.get("tls_ca_file") or None,
-            tls_cert_file=opts.get("tls_cert_file") or None,
-            tls_key_file=opts.get("tls_key_file") or None,
-            tls_insecure_skip_verify=_bool(opts, "tls_insecure_skip_verify"),
-            tls_server_name=opts.get("tls_server_name") or None,
-            snappy=_bool(opts, "snappy"),
-            deflate=_bool(opts, "deflate"),
-            deflate_level=_int(opts, "deflate_level", 6, minimum=1),
-            auth_secret=opts.get("auth_secret") or None,
-            msg_timeout=_seconds(opts, "msg_timeout", None),
-        )
+        parsed = cls(**_read_declared(cls, opts))
         if bool(parsed.nsqd_tcp_addresses) == bool(parsed.lookupd_http_addresses):
             raise OptionError("set exactly one of 'nsqd_tcp_addresses' and 'lookupd_http_addresses'")
         if parsed.nsqd_http_addresses and len(parsed.nsqd_http_addresses) != len(parsed.nsqd_tcp_addresses):
@@ -157,10 +176,6 @@ def _topics(opts: dict[str, str]) -> tuple[str, ...]:
     return topics
 
 
-def _optional_int(opts: dict[str, str], key: str, minimum: int = 1) -> int | None:
-    return _int(opts, key, 0, minimum) if key.lower() in opts else None
-
-
 #: where the executors read: their own subscriptions (replayable), or the driver's one (see docs/spark.md)
 READ_MODES = ("executors", "driver")
 
@@ -174,35 +189,35 @@ class ReadOptions:
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     read_mode: str = "executors"
     #: rows per micro-batch (Kafka's maxOffsetsPerTrigger); None reads what the channels hold
-    max_offsets_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = option("maxOffsetsPerTrigger", _optional_int)
     #: fewer rows than this wait for more, up to max_trigger_delay after the last batch
-    min_offsets_per_trigger: int | None = None
-    max_trigger_delay: float = 15 * 60.0
-    max_bytes_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = option("minOffsetsPerTrigger", _optional_int)
+    max_trigger_delay: float = option("maxTriggerDelay", _seconds, 15 * 60.0)
+    max_bytes_per_trigger: int | None = option("maxBytesPerTrigger", _optional_int)
     #: partitions per micro-batch (spread over the nsqd nodes by their share); None: one per nsqd and topic
-    min_partitions: int | None = None
+    min_partitions: int | None = option("minPartitions", _optional_int)
     #: an nsqd that cannot be reached fails the query (true), or is skipped until it comes back (false)
-    fail_on_unreachable: bool = False
+    fail_on_unreachable: bool = option("failOnUnreachable", _bool, False)
     #: a task ends its slice when no message came for this long
-    poll_timeout: float = 0.5
+    poll_timeout: float = option("pollTimeout", _positive_seconds, 0.5)
     #: messages delivered more often than this go to dead_letter_topic (0: no limit)
-    max_attempts: int = 0
+    max_attempts: int = option("maxAttempts", _int, 0)
     dead_letter_topic: str | None = None
     #: where executors publish the slices they read (a path or file://, hdfs://, s3:// URI; relative to the
     #: driver's working directory)
-    write_ahead_location: str = "nsq-write-ahead"
+    write_ahead_location: str = option("writeAheadLocation", _text, "nsq-write-ahead")
     # -- readMode=driver only ---------------------------------------------------------------------------------------
     max_messages_per_batch: int = 50000
     #: RDY over all connections: what the reader holds unsettled. Three batches by default: the previous batch stays
     #: in flight until Spark commits it (when it plans the next one), the planned one runs, the next one fills
     max_in_flight: int = 150000
     #: message bytes the reader holds unsettled before it pauses (RDY 0) until a commit settles some
-    max_in_flight_bytes: int = 256 * 1024 * 1024
+    max_in_flight_bytes: int = option("max_in_flight_bytes", _int, 256 * 1024 * 1024, minimum=1)
     num_partitions: int = 2
     # -- both -------------------------------------------------------------------------------------------------------
     #: with trigger(availableNow=True): the query ends after this long without an admissible message
-    idle_timeout: float = 2.0
-    lookupd_poll_interval: float = 60.0
+    idle_timeout: float = option("idle_timeout", _seconds, 2.0)
+    lookupd_poll_interval: float = option("lookupd_poll_interval", _positive_seconds, 60.0)
 
     @property
     def topic(self) -> str:
@@ -229,30 +244,12 @@ class ReadOptions:
             raise OptionError(f"option 'deadLetterTopic' must be a valid NSQ topic name, not {dead_letter!r}")
         opts = _alias(_alias(opts, "maxOffsetsPerTrigger", "max_messages_per_batch"), "minPartitions",
                       "num_partitions")
-        max_rows = _optional_int(opts, "maxOffsetsPerTrigger")
-        batch = max_rows or cls.max_messages_per_batch
-        return cls(
-            topics=topics,
-            channel=channel,
-            connect=ConnectOptions.parse(opts),
-            read_mode=mode,
-            max_offsets_per_trigger=max_rows,
-            min_offsets_per_trigger=_optional_int(opts, "minOffsetsPerTrigger"),
-            max_trigger_delay=_seconds(opts, "maxTriggerDelay", cls.max_trigger_delay) or 0.0,
-            max_bytes_per_trigger=_optional_int(opts, "maxBytesPerTrigger"),
-            min_partitions=_optional_int(opts, "minPartitions"),
-            fail_on_unreachable=_bool(opts, "failOnUnreachable"),
-            poll_timeout=_seconds(opts, "pollTimeout", cls.poll_timeout) or cls.poll_timeout,
-            max_attempts=_int(opts, "maxAttempts", 0),
-            dead_letter_topic=dead_letter,
-            write_ahead_location=opts.get("writeaheadlocation") or cls.write_ahead_location,
-            max_messages_per_batch=batch,
-            max_in_flight=_int(opts, "max_in_flight", 3 * batch, minimum=1),
-            max_in_flight_bytes=_int(opts, "max_in_flight_bytes", cls.max_in_flight_bytes, minimum=1),
-            num_partitions=_optional_int(opts, "minPartitions") or cls.num_partitions,
-            idle_timeout=_seconds(opts, "idle_timeout", 2.0) or 0.0,
-            lookupd_poll_interval=_seconds(opts, "lookupd_poll_interval", 60.0) or 60.0,
-        )
+        connect = ConnectOptions.parse(opts)
+        declared = _read_declared(cls, opts)
+        batch = declared["max_offsets_per_trigger"] or cls.max_messages_per_batch
+        return cls(topics=topics, channel=channel, connect=connect, read_mode=mode, dead_letter_topic=dead_letter,
+                   max_messages_per_batch=batch, max_in_flight=_int(opts, "max_in_flight", 3 * batch, minimum=1),
+                   num_partitions=declared["min_partitions"] or cls.num_partitions, **declared)
 
 
 @dataclass(frozen=True)
@@ -262,18 +259,13 @@ class WriteOptions:
     #: for rows whose `topic` column is null, or DataFrames without one; the writer requires one of the two
     topic: str | None = None
     connect: ConnectOptions = field(default_factory=ConnectOptions)
-    mpub_max_messages: int = 500
-    mpub_max_bytes: int = 1024 * 1024
+    mpub_max_messages: int = option("mpub_max_messages", _int, 500, minimum=1)
+    mpub_max_bytes: int = option("mpub_max_bytes", _int, 1024 * 1024, minimum=1)
     #: MPUBs sent ahead of nsqd's answers (1: wait for each OK)
-    mpub_window: int = 4
+    mpub_window: int = option("mpub_window", _int, 4, minimum=1)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         opts = _lower(options)
-        return cls(
-            topic=_topic(opts) if "topic" in opts else None,
-            connect=ConnectOptions.parse(opts),
-            mpub_max_messages=_int(opts, "mpub_max_messages", 500, minimum=1),
-            mpub_max_bytes=_int(opts, "mpub_max_bytes", 1024 * 1024, minimum=1),
-            mpub_window=_int(opts, "mpub_window", cls.mpub_window, minimum=1),
-        )
+        return cls(topic=_topic(opts) if "topic" in opts else None, connect=ConnectOptions.parse(opts),
+                   **_read_declared(cls, opts))

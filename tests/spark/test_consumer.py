@@ -8,6 +8,7 @@ import pickle
 import socket
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from nsqd_py.client.errors import NSQConnectionError
 from nsqd_py.spark.consumer import Consumer
 from nsqd_py.spark.control import DrainServer
 from nsqd_py.spark.driver_reader import DriverStreamReader
-from nsqd_py.spark.options import OptionError, ReadOptions, WriteOptions
+from nsqd_py.spark.options import ConnectOptions, OptionError, ReadOptions, WriteOptions
 from nsqd_py.testing import free_port
 from tests.spark.util import drained, publish
 from tests.support import NsqdProcess, channel_stats, wait_until
@@ -64,6 +65,38 @@ def test_options_are_validated_case_insensitively() -> None:
         with pytest.raises(OptionError, match=message):
             ReadOptions.parse(options)
     assert WriteOptions.parse({"topic": "t", "nsqd_tcp_addresses": "h:1"}).mpub_max_messages == 500
+
+
+#: every option a class declares, a value for it, and what the field then holds (0 s means the default for some)
+DECLARED = {
+    ReadOptions: {"maxOffsetsPerTrigger": ("7", 7), "minOffsetsPerTrigger": ("3", 3), "maxTriggerDelay": ("2s", 2.0),
+                  "maxBytesPerTrigger": ("100", 100), "minPartitions": ("5", 5), "failOnUnreachable": ("on", True),
+                  "pollTimeout": ("0", 0.5), "maxAttempts": ("4", 4), "writeAheadLocation": ("/w", "/w"),
+                  "max_in_flight_bytes": ("1000", 1000), "idle_timeout": ("0", 0.0),
+                  "lookupd_poll_interval": ("1500", 1.5)},
+    WriteOptions: {"mpub_max_messages": ("9", 9), "mpub_max_bytes": ("99", 99), "mpub_window": ("1", 1)},
+    ConnectOptions: {"nsqd_tcp_addresses": ("h:1, h:2", ("h:1", "h:2")),
+                     "nsqd_http_addresses": ("h:3,h:4", ("h:3", "h:4")), "lookupd_http_addresses": ("", ()),
+                     "connect_timeout": ("0", 5.0), "tls": ("yes", True),
+                     "tls_ca_file": ("ca", "ca"), "tls_cert_file": ("", None), "tls_key_file": ("k", "k"),
+                     "tls_insecure_skip_verify": ("1", True), "tls_server_name": ("n", "n"), "snappy": ("0", False),
+                     "deflate": ("true", True), "deflate_level": ("9", 9), "auth_secret": ("s", "s"),
+                     "msg_timeout": ("1m", 60.0)},
+}
+
+
+@pytest.mark.parametrize("cls", list(DECLARED))
+def test_declared_options_are_read_into_their_fields(cls: type) -> None:
+    declared = {f.name: f.metadata["option"][0] for f in fields(cls) if "option" in f.metadata}
+    assert set(declared.values()) == set(DECLARED[cls])  # a new option needs a row here
+    given = {key.upper(): text for key, (text, _) in DECLARED[cls].items()}  # Spark's keys are case-insensitive
+    base = {"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1"}
+    if cls is ConnectOptions:  # read and write hand it the map with its keys lower-cased
+        parsed = ConnectOptions.parse({key.lower(): text for key, text in given.items()})
+    else:
+        parsed = cls.parse({**base, **given})
+    assert {name: getattr(parsed, name) for name in declared} == {
+        name: DECLARED[cls][key][1] for name, key in declared.items()}
 
 
 def test_reader_connects_lazily_and_pickles_without_sockets(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
