@@ -20,22 +20,20 @@ import argparse
 import json
 import os
 import re
-import selectors
 import shutil
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from benchlib import percentiles, read_frame
+import round_trip
 
 HERE = Path(__file__).resolve().parent
 OURS = Path(sys.executable).parent / "nsqd"
@@ -186,55 +184,6 @@ def consume(binary: Path, load: Load, memq: int, *flags: str) -> Result:
         server.stop()
 
 
-def _v2_connection(port: int) -> tuple[socket.socket, bytearray]:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.sendall(b"  V2")
-    return sock, bytearray()
-
-
-def publish_to_deliver_latency(binary: Path, load: Load, rate: int = 5000) -> Result:
-    """p99 from publish (nsqd's own timestamp in the frame) to receipt by a subscriber with RDY 1, while one
-    producer PUBs ``rate`` messages/s; the row's value is the p99 in microseconds, p50 and max beside it."""
-    server = Server(binary)
-    try:
-        sub, sub_buf = _v2_connection(server.tcp)
-        sub.sendall(b"SUB latency ch\nRDY 1\n")
-        if read_frame(sub, sub_buf)[1] != b"OK":
-            raise RuntimeError("SUB failed")
-        pub, pub_buf = _v2_connection(server.tcp)
-        body = struct.pack(">i", len(_BODY)) + _BODY
-        count = int(rate * load.runfor)
-        stop = threading.Event()
-
-        def produce() -> None:
-            start = time.monotonic()
-            for i in range(count):
-                delay = start + i / rate - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                pub.sendall(b"PUB latency\n" + body)
-                read_frame(pub, pub_buf)
-            stop.set()
-
-        producer = threading.Thread(target=produce, daemon=True)
-        producer.start()
-        latencies: list[float] = []
-        while len(latencies) < count:
-            frame_type, data = read_frame(sub, sub_buf)
-            if frame_type != 2:
-                continue
-            latencies.append((time.time_ns() - struct.unpack_from(">q", data)[0]) / 1000)
-            sub.sendall(b"FIN " + data[10:26] + b"\n")
-        producer.join()
-        pub.close()
-        sub.close()
-        pct = percentiles(latencies[count // 10:])  # the first tenth warms up
-        return Result(pct["p99"], 0.0, f"(us: p50 {pct['p50']:.0f}, max {pct['max']:.0f})")
-    finally:
-        server.stop()
-
-
 def rss_with_backlog(binary: Path, load: Load, count: int = 1_000_000) -> Result:
     """RSS (reported as the row's value, MiB) once ``count`` 200-byte messages sit in one channel."""
     server = Server(binary, "--mem-queue-size=1000000")
@@ -257,43 +206,45 @@ def _depth(server: Server) -> int:
 
 
 def pub_connections(binary: Path, load: Load, *flags: str, connections: int = 32) -> Result:
-    """Single-message PUBs from ``connections`` connections, each sending its next PUB once its OK arrived (one
-    selector loop in this process drives them all)."""
+    """Single-message PUBs from ``connections`` connections, each sending its next PUB once its OK arrived
+    (bench/round_trip.py, from two processes); PUB latency percentiles beside the rate."""
     server = Server(binary, *flags)
-    command = b"PUB pub_bench\n" + struct.pack(">i", len(_BODY)) + _BODY
-    ok = struct.pack(">ii", 6, 0) + b"OK"
-    sel = selectors.DefaultSelector()
-    socks = []
     try:
         server.create_channel()
-        for _ in range(connections):
-            sock, _buf = _v2_connection(server.tcp)
-            sock.setblocking(False)
-            sel.register(sock, selectors.EVENT_READ, bytearray())
-            socks.append(sock)
         before = server.cpu()
-        start = time.monotonic()
-        end = start + load.runfor
-        for sock in socks:
-            sock.send(command)
-        done = 0
-        while time.monotonic() < end:
-            for key, _ in sel.select(timeout=1):
-                buf = key.data
-                buf += key.fileobj.recv(65536)  # type: ignore[union-attr]
-                while len(buf) >= len(ok):
-                    if buf[:len(ok)] != ok:
-                        raise RuntimeError(f"not OK: {bytes(buf[:64])!r}")
-                    del buf[:len(ok)]
-                    done += 1
-                    key.fileobj.send(command)  # type: ignore[union-attr]
-        seconds = time.monotonic() - start
+        outcome = round_trip.pub_loop(server.tcp, connections, load.runfor)
         used = server.cpu() - before
-        return Result(done / seconds, used / done * 1e6)
+        return Result(outcome.rate(), used / outcome.count * 1e6, outcome.summary())
     finally:
-        for sock in socks:
-            sock.close()
-        sel.close()
+        server.stop()
+
+
+def rdy1_consume(binary: Path, load: Load, connections: int) -> Result:
+    """Consumers at RDY 1 (FIN, then the next message) drain a backlog written first with MPUB."""
+    server = Server(binary, "--mem-queue-size=1000000")
+    try:
+        server.create_channel()
+        load.write(server, max(1.0, load.runfor / 4))
+        before = server.cpu()
+        outcome = round_trip.rdy1_consume(server.tcp, connections, load.runfor)
+        used = server.cpu() - before
+        return Result(outcome.rate(), used / outcome.count * 1e6)
+    finally:
+        server.stop()
+
+
+def deliver_latency(binary: Path, load: Load, rate: int, consumers: int) -> Result:
+    """p99 (the row's value, us) from publish (nsqd's timestamp in the message) to receipt by consumers at RDY 1,
+    while one producer PUBs ``rate`` messages/s and waits for each OK; p50, p99.9 and max beside it."""
+    server = Server(binary)
+    try:
+        server.post("/topic/create?topic=latency")
+        server.post("/channel/create?topic=latency&channel=ch")
+        before = server.cpu()
+        outcome = round_trip.publish_to_deliver(server.tcp, rate, consumers, load.runfor)
+        used = server.cpu() - before
+        return Result(outcome.p99(), used / (rate * load.runfor) * 1e6, outcome.summary())
+    finally:
         server.stop()
 
 
@@ -349,11 +300,15 @@ def main() -> None:
         Row("HTTP POST /pub (wrk -c32)", http_pub),
         Row("HTTP /pub, server+wrk on 1 core", lambda b, ld: http_pub(b, ld, cpus={0})),
         Row("PUB, 32 connections", pub_connections),
+        Row("PUB, 4 connections", lambda b, ld: pub_connections(b, ld, connections=4)),
+        Row("RDY 1 consume, 1 connection", lambda b, ld: rdy1_consume(b, ld, 1)),
+        Row("RDY 1 consume, 8 connections", lambda b, ld: rdy1_consume(b, ld, 8)),
         Row("durable MPUB (bench_writer)", lambda b, ld: publish(b, ld, 0, "--sync-every=1")),
         Row("durable PUB, 32 connections", lambda b, ld: pub_connections(b, ld, *DURABLE)),
         Row("durable HTTP /pub (wrk -c32)", lambda b, ld: http_pub(b, ld, *DURABLE)),
         Row("durable consume", lambda b, ld: consume(b, ld, 0, "--sync-every=1")),
-        Row("pub->deliver p99 at 5k msg/s", publish_to_deliver_latency, unit="us"),
+        *(Row(f"pub->deliver p99, {rate // 1000}k/s, {n} RDY 1", partial(deliver_latency, rate=rate, consumers=n),
+              unit="us") for rate in (1000, 5000, 20000) for n in (1, 8)),
     ]
     if not args.skip_rss:
         rows.append(Row("RSS, 1M x 200 B queued", rss_with_backlog, unit="MiB"))

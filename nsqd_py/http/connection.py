@@ -2,10 +2,8 @@
 
 Two measured costs shape it (wrk -c32 `POST /pub`, 2-core VM, issue 23):
 
-* **Answers go out in one burst per event-loop turn** (`Outbox`). Each send to a client asleep in epoll wakes
-  it on the other core, and on some VMs that wakeup, charged to our send, cost as much as serving the
-  request. Sent back to back after every ready connection was served, most answers find the client already
-  awake. This alone took a /pub from about 30 to 22 µs of server CPU.
+* **Answers go out in one burst per event-loop turn** (runtime/outbox.py). This alone took a /pub from about
+  30 to 22 µs of server CPU.
 * **After answering, a read waits for the socket before trying it**: the client sends nothing before it has
   the answer, so trying first is a failed recv (a syscall and a Python exception) on every request.
 
@@ -23,29 +21,9 @@ import gevent
 from gevent.hub import get_hub
 
 from ..runtime.listen import send_all
+from ..runtime.outbox import Outbox
 
 _READ, _WRITE = 1, 2
-
-
-class Outbox:
-    """The connections with answers written during this loop turn; sent just before the loop polls again."""
-
-    __slots__ = ("_loop", "_waiting")
-
-    def __init__(self) -> None:
-        self._loop = get_hub().loop
-        self._waiting: list[PlainConnection] = []
-
-    def add(self, connection: PlainConnection) -> None:
-        if not self._waiting:
-            self._loop.run_callback(self._send_all)
-        self._waiting.append(connection)
-
-    def _send_all(self) -> None:
-        waiting = self._waiting
-        self._waiting = []
-        for connection in waiting:
-            connection.push()
 
 
 class PlainConnection:

@@ -32,7 +32,8 @@ import gevent
 from gevent.server import StreamServer
 
 from ..runtime.fairness import BusyGuard
-from .connection import Connection, Outbox, PlainConnection, TLSConnection
+from ..runtime.outbox import Outbox
+from .connection import Connection, PlainConnection, TLSConnection
 from .request_head import (
     HEAD_TOO_LARGE,
     HeadError,

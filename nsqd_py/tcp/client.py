@@ -1,30 +1,29 @@
 """ClientV2: one protocol V2 connection's state, its buffered reader and its output buffer.
 
-Message frames are appended to the output buffer by whichever greenlet dispatches them (often a
-publisher's); only this client's writer greenlet writes them to the socket, so a slow consumer
-never blocks anyone else. Responses are written by the connection's own greenlet at once.
+Frames are appended to the output buffer by whichever greenlet produces them (a message often by a publisher's):
+nothing writes to the socket there. Responses, and messages that are due (the buffer is full, output buffering
+is off, or the client has no RDY left), leave at the end of the loop turn through the outbox, in one send per
+connection; other messages wait for the output buffer timeout (one timer). Heartbeats come from a repeating
+timer and the read deadline is one timer re-armed lazily, so a connection has no greenlet besides its reader.
 """
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import ssl
 import struct
 import time
 from collections.abc import Callable
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent
-from gevent.event import Event
-from gevent.lock import Semaphore
 
 from ..core.consumer import STATE_CLOSING, Consumer
 from ..daemon.tlsconfig import cipher_suite_name, version_name
 from ..runtime.fairness import BusyGuard
-from ..runtime.listen import send_all
+from ..runtime.outbox import Outbox
 from ..wire.compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
+from .transport import PlainTransport, TLSTransport, Transport
 
 if TYPE_CHECKING:
     from ..cluster.auth import AuthState
@@ -39,8 +38,8 @@ _FRAME_HEADER = struct.Struct(">ii")
 MAX_LINE_LENGTH = 16 * 1024
 _RECV_SIZE = 65536
 HEARTBEAT_PAYLOAD = b"_heartbeat_"
-#: no socket timeout set yet (None means "no timeout")
-_UNSET_TIMEOUT = -1.0
+#: how often a read deadline that passed outside a read looks again for the next read
+_DEADLINE_RECHECK = 0.05
 
 
 class ConnectionLost(Exception):
@@ -51,21 +50,30 @@ def frame(frame_type: int, data: bytes) -> bytes:
     return _FRAME_HEADER.pack(len(data) + 4, frame_type) + data
 
 
+def _identity(data: bytes) -> bytes:
+    return data
+
+
 class ClientV2(Consumer):
     __slots__ = (
+        "_buffer_timer",
         "_busy",
-        "_first_pending",
-        "_flush_now",
+        "_deadline_fires_at",
+        "_deadline_timer",
+        "_encode",
+        "_heartbeat_timer",
+        "_in_outbox",
+        "_loop",
         "_out",
         "_out_size",
+        "_outbox",
         "_rbuf",
-        "_read_timeout",
+        "_read_deadline",
+        "_reader",
+        "_reading",
         "_recv",
         "_rpos",
-        "_send",
-        "_wake",
-        "_write_lock",
-        "_writer",
+        "_transport",
         "auth_identity",
         "auth_identity_url",
         "auth_secret",
@@ -86,7 +94,6 @@ class ClientV2(Consumer):
         "pub_counts",
         "remote_address",
         "snappy",
-        "sock",
         "tls",
         "tls_cipher_suite",
         "tls_common_name",
@@ -98,12 +105,11 @@ class ClientV2(Consumer):
         "user_agent",
     )
 
-    def __init__(self, nsqd: NSQD, sock: socket.socket, remote_address: str) -> None:
+    def __init__(self, nsqd: NSQD, sock: socket.socket, remote_address: str, outbox: Outbox) -> None:
         super().__init__()
         opts = nsqd.opts
         self.nsqd = nsqd
         self.id = nsqd.new_client_id()
-        self.sock = sock
         self.remote_address = remote_address
         host = remote_address.rsplit(":", 1)[0] if ":" in remote_address else remote_address
         self.client_id = host
@@ -136,41 +142,76 @@ class ClientV2(Consumer):
         self._rbuf = bytearray()
         self._rpos = 0
         self._busy = BusyGuard()
-        self._read_timeout: float | None = _UNSET_TIMEOUT
-        self._recv: Callable[[int], bytes] = sock.recv
-        self._send: Callable[[bytes], None] = partial(send_all, sock)
+        self._transport: Transport = PlainTransport(sock, self._send_failed)
+        self._recv: Callable[[int], bytes] = self._transport.recv
+        self._encode: Callable[[bytes], bytes] = _identity
+        self._loop: Any = gevent.get_hub().loop
+        self._outbox = outbox
+        self._in_outbox = False
         self._out: list[bytes] = []
         self._out_size = 0
-        self._first_pending = 0.0
-        self._flush_now = False
-        self._wake = Event()
-        self._write_lock = Semaphore()
+        self._buffer_timer: Any = None
+        self._heartbeat_timer: Any = None
+        self._deadline_timer: Any = None
+        self._read_deadline = 0.0
+        self._deadline_fires_at = 0.0
+        self._reader: Any = None
+        self._reading = False
         #: the connection is closing or closed (server side or by the peer)
         self.closed = False
-        self._writer: gevent.Greenlet | None = None
 
     def __str__(self) -> str:
         return self.remote_address
 
+    def start(self) -> None:
+        """Called by the connection's reader greenlet before its first read: heartbeats begin."""
+        self._reader = gevent.getcurrent()
+        self.reset_heartbeat()
+
     # ---- reading ------------------------------------------------------------------------------
 
     def set_read_deadline(self) -> None:
-        """nsqd drops a client that sends nothing for two heartbeat intervals. gevent applies a socket's
-        timeout to every wait, so it is set only when the interval or the socket changed (settimeout is
-        about a tenth of the server's work per FIN otherwise)."""
-        timeout = 2 * self.heartbeat_interval if self.heartbeat_interval > 0 else None
-        if timeout != self._read_timeout:
-            self.sock.settimeout(timeout)
-            self._read_timeout = timeout
+        """nsqd drops a client that sends nothing for two heartbeat intervals: the deadline of the command about
+        to be read. One timer per connection watches it, re-armed only when it fires before the deadline."""
+        if self.heartbeat_interval <= 0:
+            return
+        timeout = 2 * self.heartbeat_interval
+        now = time.monotonic()
+        self._read_deadline = deadline = now + timeout
+        if self._deadline_timer is None:
+            self._arm_deadline(timeout)
+        elif deadline < self._deadline_fires_at:  # the interval shrank (IDENTIFY): an earlier timer
+            self._deadline_timer.close()
+            self._arm_deadline(timeout)
+
+    def _arm_deadline(self, after: float) -> None:
+        timer = self._loop.timer(after)
+        self._deadline_timer = timer
+        self._deadline_fires_at = time.monotonic() + after
+        timer.start(self._deadline_reached)
+
+    def _deadline_reached(self) -> None:
+        self._deadline_timer.close()
+        self._deadline_timer = None
+        if self.closed or self.heartbeat_interval <= 0:
+            return
+        left = self._read_deadline - time.monotonic()
+        if left > 0:
+            self._arm_deadline(left)
+        elif self._reading:
+            self._reader.throw(ConnectionLost("i/o timeout"))
+        else:  # the reader is busy elsewhere (a command still running): the deadline applies to its next read
+            self._arm_deadline(_DEADLINE_RECHECK)
 
     def _fill(self) -> None:
         self._busy.check()
+        self._reading = True
         try:
             data = self._recv(_RECV_SIZE)
-        except TimeoutError:
-            raise ConnectionLost("i/o timeout") from None
         except OSError as err:
             raise ConnectionLost(str(err)) from None
+        finally:
+            self._reading = False
         if not data:
             raise EOFError
         if self._rpos:
@@ -224,125 +265,119 @@ class ClientV2(Consumer):
         self._rpos = 0
         return rest
 
+
     # ---- writing ------------------------------------------------------------------------------
 
-    def start_writer(self) -> None:
-        self._writer = gevent.spawn(self._writer_loop)
-
     def send_response(self, data: bytes, frame_type: int = FRAME_TYPE_RESPONSE) -> None:
-        """Write a response or error frame now, after any buffered message frames."""
+        """Queue a response or error frame, after any buffered message frames; it leaves at the end of this
+        loop turn."""
         self._out.append(frame(frame_type, data))
-        self._out_size += 1
-        self.flush()
+        self._push_soon()
 
     def send_message(self, msg: Message) -> None:
         data = msg.frame()
-        was_empty = not self._out
         self._out.append(data)
         self._out_size += len(data)
         if self._out_size >= self.output_buffer_size or self.output_buffer_timeout <= 0 or not self.is_ready():
-            self._flush_now = True
-            self._wake.set()
-        elif was_empty:
-            self._first_pending = time.monotonic()
-            self._wake.set()
+            self._push_soon()  # like nsqd's messagePump: flushed at once when the client cannot take more
+        elif self._buffer_timer is None:
+            self._buffer_timer = timer = self._loop.timer(self.output_buffer_timeout)
+            timer.start(self.push)
+        elif not self._buffer_timer.active and not self._in_outbox:
+            self._buffer_timer.start(self.push)
 
-    def flush(self) -> None:
-        """Write everything buffered, in this greenlet; ConnectionLost when the socket fails."""
-        with self._write_lock:
-            if not self._out:
-                return
-            data = b"".join(self._out)
-            self._out.clear()
-            self._out_size = 0
-            self._flush_now = False
-            timeout = self.heartbeat_interval if self.heartbeat_interval > 0 else None
-            try:
-                with gevent.Timeout(timeout, ConnectionLost("i/o timeout")):
-                    self._send(data)
-            except OSError as err:
-                raise ConnectionLost(str(err)) from None
+    def _push_soon(self) -> None:
+        self._transport.answered = True  # set now: the reader may be about to read before the push
+        if not self._in_outbox:
+            self._in_outbox = True
+            self._outbox.add(self)
 
-    def _writer_loop(self) -> None:
-        """Flush message frames when due and send heartbeats, until the connection closes."""
-        interval = self.heartbeat_interval
-        next_heartbeat = time.monotonic() + interval
-        try:
-            while not self.closed:
-                now = time.monotonic()
-                if interval != self.heartbeat_interval:  # IDENTIFY changed it: restart the ticker
-                    interval = self.heartbeat_interval
-                    next_heartbeat = now + interval
-                if self._flush_now:
-                    self.flush()
-                    continue
-                if self.heartbeat_interval > 0 and now >= next_heartbeat:
-                    self.send_response(HEARTBEAT_PAYLOAD)
-                    next_heartbeat = now + self.heartbeat_interval
-                    continue
-                wait = next_heartbeat - now if self.heartbeat_interval > 0 else None
-                if self._out:
-                    due = self._first_pending + self.output_buffer_timeout - now
-                    if due <= 0:
-                        self.flush()
-                        continue
-                    wait = due if wait is None else min(wait, due)
-                self._wake.clear()
-                self._wake.wait(wait)
-        except ConnectionLost as err:
-            if not self.closed:
-                self.nsqd.logger.error(f"PROTOCOL(V2): [{self}] messagePump error - {err}")
-                self.close()
-        except gevent.GreenletExit:
-            pass
+    def push(self) -> None:
+        """Send everything buffered without blocking (the outbox and the timers call this in the hub)."""
+        self._in_outbox = False
+        if self._out and not self.closed:
+            self._send_out()
+
+    def _send_out(self) -> None:
+        out = self._out
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self._out_size = 0
+        if self._buffer_timer is not None:
+            self._buffer_timer.stop()
+        self._transport.send(self._encode(data))
+
+    def drain(self) -> None:
+        """Send everything buffered and wait until it is on the wire (before the transport changes, or the
+        connection closes)."""
+        if self._out:
+            self._send_out()
+        self._transport.drain()
+
+    def _send_failed(self, err: Exception) -> None:
+        if not self.closed:
+            self.nsqd.logger.error(f"PROTOCOL(V2): [{self}] messagePump error - {err}")
+            self.close()
+
+    def _heartbeat(self) -> None:
+        self.send_response(HEARTBEAT_PAYLOAD)
 
     def reset_heartbeat(self) -> None:
-        """Wake the writer so a changed heartbeat interval takes effect."""
-        self._wake.set()
+        """(Re)start the heartbeat ticker at the current interval (IDENTIFY may have changed it); the interval
+        is also the write deadline."""
+        if self._heartbeat_timer is not None:
+            self._heartbeat_timer.close()
+            self._heartbeat_timer = None
+        interval = self.heartbeat_interval
+        self._transport.write_timeout = interval
+        if interval > 0 and not self.closed:
+            self._heartbeat_timer = timer = self._loop.timer(interval, interval)
+            timer.start(self._heartbeat)
 
     # ---- transport upgrades (IDENTIFY) ---------------------------------------------------------
 
     def upgrade_tls(self, context: ssl.SSLContext) -> None:
-        """Server-side TLS handshake on the raw socket (5 s deadline, like nsqd). The handshake runs
-        on a duplicate of the socket, so after a failure the plain one still carries the error frame."""
-        with self._write_lock:
-            tls_sock = context.wrap_socket(self.sock.dup(), server_side=True, do_handshake_on_connect=False)
-            tls_sock.settimeout(5)
-            try:
-                tls_sock.do_handshake()
-            except (OSError, ValueError) as err:
-                tls_sock.close()
-                raise ConnectionLost(str(err)) from None
-            self.sock.close()
-            self.sock = tls_sock
-            self._read_timeout = _UNSET_TIMEOUT
-            self._recv = tls_sock.recv
-            self._send = partial(send_all, tls_sock)
-            self.tls = True
-            self.tls_version = version_name(tls_sock)
-            self.tls_cipher_suite = cipher_suite_name(tls_sock)
-            self.tls_negotiated_protocol = tls_sock.selected_alpn_protocol() or ""
-            self.tls_negotiated_protocol_is_mutual = True  # what Go's crypto/tls always reports
-            cert = tls_sock.getpeercert()
-            self.tls_common_name = _common_name(cert) if cert else ""
+        """Server-side TLS handshake (5 s deadline, like nsqd), after the IDENTIFY answer went out in plain.
+        The handshake runs on a duplicate of the socket, so after a failure the plain one still carries the
+        error frame."""
+        plain = self._transport
+        if not isinstance(plain, PlainTransport):
+            raise ConnectionLost("TLS is already on")
+        self.drain()
+        tls_sock = context.wrap_socket(plain.dup_socket(), server_side=True, do_handshake_on_connect=False)
+        tls_sock.settimeout(5)
+        try:
+            tls_sock.do_handshake()
+        except (OSError, ValueError) as err:
+            tls_sock.close()
+            raise ConnectionLost(str(err)) from None
+        tls_sock.settimeout(None)
+        plain.close()
+        self._transport = TLSTransport(tls_sock, self._send_failed)
+        self._transport.write_timeout = self.heartbeat_interval
+        self._recv = self._transport.recv
+        self.tls = True
+        self.tls_version = version_name(tls_sock)
+        self.tls_cipher_suite = cipher_suite_name(tls_sock)
+        self.tls_negotiated_protocol = tls_sock.selected_alpn_protocol() or ""
+        self.tls_negotiated_protocol_is_mutual = True  # what Go's crypto/tls always reports
+        cert = tls_sock.getpeercert()
+        self.tls_common_name = _common_name(cert) if cert else ""
 
     def upgrade_snappy(self) -> None:
+        self.drain()
         decoder = SnappyDecoder()
-        raw_send = self._send
-        with self._write_lock:
-            self._recv = self._decoding_recv(decoder.decode, lambda: False, lambda: False)
-            self._send = lambda data: raw_send(snappy_encode(data))
-            self.snappy = True
+        self._recv = self._decoding_recv(decoder.decode, lambda: False, lambda: False)
+        self._encode = snappy_encode
+        self.snappy = True
 
     def upgrade_deflate(self, level: int) -> None:
+        self.drain()
         decoder = DeflateDecoder()
-        encoder = DeflateEncoder(level)
-        raw_send = self._send
-        with self._write_lock:
-            self._recv = self._decoding_recv(decoder.decode, lambda: decoder.has_pending, lambda: decoder.ended)
-            self._send = lambda data: raw_send(encoder.encode(data))
-            self.deflate = True
-            self.deflate_level = level
+        self._recv = self._decoding_recv(decoder.decode, lambda: decoder.has_pending, lambda: decoder.ended)
+        self._encode = DeflateEncoder(level).encode
+        self.deflate = True
+        self.deflate_level = level
 
     def _decoding_recv(self, decode: Callable[[bytes], bytes], pending: Callable[[], bool],
                        ended: Callable[[], bool]) -> Callable[[int], bytes]:
@@ -384,16 +419,14 @@ class ClientV2(Consumer):
             if self.channel is not None:
                 self.channel.dispatch()
         elif self._out:
-            self._flush_now = True
-            self._wake.set()
+            self._push_soon()
 
     def start_close(self) -> None:
         """CLS: stop receiving; the client closes the socket once its in-flight messages settle."""
         self.ready_count = 0
         self.state = STATE_CLOSING
         if self._out:
-            self._flush_now = True
-            self._wake.set()
+            self._push_soon()
 
     def set_auth_state(self, state: AuthState) -> None:
         """What the auth server said, also after a re-query; `authed` means it granted something."""
@@ -410,21 +443,26 @@ class ClientV2(Consumer):
         if self.closed:
             return
         self.closed = True
-        self._wake.set()
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
+        self._stop_timers()
+        self._transport.shutdown()
 
     def finish_connection(self) -> None:
-        """The connection's greenlet is ending: leave the channel, stop the writer."""
-        self.closed = True
+        """The connection's reader greenlet is ending: leave the channel, send what is left (a fatal error's
+        frame), stop the timers, close the socket."""
+        if not self.closed:
+            self.closed = True  # from here on a failed send is the end of the connection, not an error to log
+            self.drain()
         if self.channel is not None:
             self.channel.remove_client(self)
-        if self._writer is not None:
-            self._writer.kill(block=False)
+        self._stop_timers()
         self.nsqd.remove_client(self.id)
-        with contextlib.suppress(OSError):
-            self.sock.close()
+        self._transport.close()
+
+    def _stop_timers(self) -> None:
+        for timer in (self._heartbeat_timer, self._buffer_timer, self._deadline_timer):
+            if timer is not None:
+                timer.close()
+        self._heartbeat_timer = self._buffer_timer = self._deadline_timer = None
 
 
 def _common_name(cert: dict) -> str:

@@ -76,7 +76,7 @@ class ProtocolV2:
 
     def io_loop(self) -> None:
         client = self.client
-        client.start_writer()
+        client.start()
         err: str | None = None
         try:
             while True:
@@ -102,11 +102,10 @@ class ProtocolV2:
                 if response is not None:
                     client.send_response(response)
                 if self._dispatch_pending and not client.has_buffered_line():
-                    # FINs come in runs: refill the consumer once per run, not once per FIN
+                    # FINs come in runs: refill the consumer once per run, not once per FIN. At RDY 1 the next
+                    # message goes out with this loop turn's burst.
                     self._dispatch_pending = False
                     client.channel.dispatch()  # type: ignore[union-attr]
-        except ConnectionLost as lost:
-            err = f"failed to send response - {lost}"
         finally:
             if err and not client.closed:
                 self.log.error(f"client({client}) - {err}")

@@ -11,6 +11,7 @@ from gevent.server import StreamServer
 from ..daemon.context import ServerContext
 from ..go.gocompat import join_host_port
 from ..runtime.listen import display_address, remove_socket_file, unix_path
+from ..runtime.outbox import Outbox
 from .client import ClientV2
 from .protocol import ProtocolV2
 
@@ -38,6 +39,7 @@ class TCPServer:
         self.address = display_address(listener)
         self._unix_path = unix_path(listener)
         self.connections: dict[int, ClientV2] = {}
+        self._outbox: Outbox | None = None  # made in the hub's thread, on the first connection
         self._server = StreamServer(listener, self.handle)
 
     def start(self) -> None:
@@ -73,7 +75,9 @@ class TCPServer:
             sock.close()
             log.error(f"client({remote}) bad protocol magic '{magic.decode('latin-1')}'")
             return
-        client = ClientV2(self.nsqd, sock, remote)
+        if self._outbox is None:
+            self._outbox = Outbox()
+        client = ClientV2(self.nsqd, sock, remote, self._outbox)
         self.connections[client.id] = client
         self.nsqd.add_client(client.id, client)
         try:

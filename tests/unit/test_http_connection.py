@@ -8,7 +8,8 @@ import socket
 import gevent
 from gevent import socket as gsocket
 
-from nsqd_py.http.connection import Outbox, PlainConnection
+from nsqd_py.http.connection import PlainConnection
+from nsqd_py.runtime.outbox import Outbox
 
 
 def _pair(sndbuf: int | None = None) -> tuple[PlainConnection, gsocket.socket]:
