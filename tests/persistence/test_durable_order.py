@@ -76,21 +76,22 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
 
 
 def _recorded_conn(proc: InProcessNsqd, rec: Recorder, who: str) -> RawConn:
-    """A connection whose server side records each response frame it sends, before sending it."""
+    """A connection whose server side records each response frame it sends, as it hands the bytes to the socket
+    (every send passes through the connection's encoder, the identity without compression)."""
     before = set(proc.tcp.connections)
     conn = proc.connect()
     new = wait_until(lambda: set(proc.tcp.connections) - before, what="the server's side of the connection")
     client = proc.tcp.connections[new.pop()]
-    send = client._send
+    encode = client._encode
     answered = [0]
 
-    def recording_send(data: bytes) -> None:
+    def recording_encode(data: bytes) -> bytes:
         if data.endswith(b"\x00\x00\x00\x00OK"):  # a response frame "OK" (the last frame of this write)
             rec.events.append(("ok", who, answered[0]))
             answered[0] += 1
-        send(data)
+        return encode(data)
 
-    client._send = recording_send
+    client._encode = recording_encode
     return conn
 
 
