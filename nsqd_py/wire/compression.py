@@ -9,8 +9,11 @@ import cramjam
 _SNAPPY_STREAM_ID = b"\xff\x06\x00\x00sNaPpY"
 #: at most this many decompressed bytes per read, so a compression bomb cannot balloon memory
 _MAX_OUTPUT = 64 * 1024
-#: a snappy chunk holds at most 64 KiB of data; anything much longer is not a sane stream
-_MAX_SNAPPY_CHUNK = 128 * 1024
+#: a snappy block holds at most 64 KiB
+_MAX_BLOCK = 65536
+#: Go's reader refuses a chunk longer than its buffer: the longest encoding of a 64 KiB block, plus the checksum
+_MAX_SNAPPY_CHUNK = 32 + _MAX_BLOCK + _MAX_BLOCK // 6 + 4
+_CHUNK_COMPRESSED, _CHUNK_UNCOMPRESSED, _CHUNK_STREAM_ID = 0x00, 0x01, 0xFF
 
 
 class CodecError(Exception):
@@ -22,31 +25,57 @@ class CodecError(Exception):
 
 
 class SnappyDecoder:
-    """Turns a snappy framed stream into bytes, chunk by chunk (CRCs checked by cramjam)."""
+    """Turns a snappy framed stream into bytes, chunk by chunk (CRCs checked by cramjam), the way Go's reader
+    (golang/snappy) takes it: a chunk's header alone can break the stream (it must begin with the stream
+    identifier; a length over Go's buffer, a reserved unskippable type or an impossible length is refused as soon as
+    the header is read), and whatever the chunks before a broken one decode to is handed over before the error."""
 
     def __init__(self) -> None:
         self._pending = bytearray()
+        self._started = False
 
     def decode(self, data: bytes) -> bytes:
         buf = self._pending
         buf += data
         pos = 0
         end = len(buf)
+        broken = ""
         while pos + 4 <= end:
-            length = int.from_bytes(buf[pos + 1 : pos + 4], "little")
-            if length > _MAX_SNAPPY_CHUNK:
-                raise CodecError(f"snappy: chunk too long ({length})")
-            if pos + 4 + length > end:
+            broken = self._bad_header(buf[pos], int.from_bytes(buf[pos + 1 : pos + 4], "little"))
+            if broken:
                 break
-            pos += 4 + length
-        if pos == 0:
-            return b""
+            self._started = True
+            stop = pos + 4 + int.from_bytes(buf[pos + 1 : pos + 4], "little")
+            if stop > end:
+                break
+            pos = stop
         chunks = bytes(buf[:pos])
         del buf[:pos]
-        try:
-            return bytes(cramjam.snappy.decompress(_SNAPPY_STREAM_ID + chunks))
-        except cramjam.DecompressionError as err:
-            raise CodecError(f"snappy: corrupt input - {err}", _good_snappy_chunks(chunks)) from None
+        out = b""
+        if chunks:
+            try:
+                out = bytes(cramjam.snappy.decompress(_SNAPPY_STREAM_ID + chunks))
+            except cramjam.DecompressionError as err:
+                raise CodecError(f"snappy: corrupt input - {err}", _good_snappy_chunks(chunks)) from None
+        if broken:
+            raise CodecError(broken, out)
+        return out
+
+    def _bad_header(self, kind: int, length: int) -> str:
+        """Go's reader's verdict on a chunk header before it reads the chunk ("" when it reads on)."""
+        if not self._started and kind != _CHUNK_STREAM_ID:
+            return "snappy: corrupt input (no stream identifier)"
+        if length > _MAX_SNAPPY_CHUNK:
+            return f"snappy: unsupported input (chunk length {length})"
+        if kind in (_CHUNK_COMPRESSED, _CHUNK_UNCOMPRESSED) and length < 4:
+            return f"snappy: corrupt input (chunk length {length})"
+        if kind == _CHUNK_UNCOMPRESSED and length - 4 > _MAX_BLOCK:
+            return f"snappy: corrupt input (uncompressed chunk of {length - 4} bytes)"
+        if kind == _CHUNK_STREAM_ID and length != 6:
+            return f"snappy: corrupt input (stream identifier of {length} bytes)"
+        if 0x02 <= kind <= 0x7F:
+            return f"snappy: unsupported input (reserved chunk type {kind:#x})"
+        return ""
 
 
 def _good_snappy_chunks(chunks: bytes) -> bytes:
