@@ -30,6 +30,8 @@ from gevent.hub import get_hub
 from ..runtime.listen import send_all
 
 _READ, _WRITE = 1, 2
+#: unread input read away before a close, at most (a client that keeps sending gets its reset after all)
+_DISCARD_SIZE, _DISCARD_READS = 1 << 20, 4
 
 
 class SendTimeout(Exception):
@@ -162,9 +164,15 @@ class PlainTransport(Transport):
             self._sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
+        """Input that arrived but was never read is taken first: closing over it would reset the connection,
+        and a reset makes the peer drop the last answer (a fatal error's frame) before it reads it."""
         self._stop_sender()
         self._read_watcher.close()
         self._write_watcher.close()
+        with contextlib.suppress(OSError):
+            for _ in range(_DISCARD_READS):
+                if not self._sock.recv(_DISCARD_SIZE):
+                    break
         self._sock.close()
 
 

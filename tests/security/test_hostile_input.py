@@ -235,6 +235,46 @@ def test_broken_snappy_is_answered_like_go(case: str, hostile: tuple[NsqdProcess
     assert_answered_then_closed(snappy_conn(proc), *SNAPPY_BREAKS[case], by)
 
 
+#: Go nsqd 1.3.0's answers (recorded) when a chunk header breaks the stream after a good PUB: its reader refuses
+#: the header as soon as it has read it (a length over its buffer, a reserved type, an impossible length), after
+#: handing over the chunks before it; a skippable chunk within its buffer is waited for. (frames, closed)
+SNAPPY_HEADERS = {
+    "good chunks, a bad crc, then a header too long": (
+        STREAM_ID + uncompressed_chunk(b"NOP\n") + uncompressed_chunk(PUB_X) + compressed_chunk(b"NOP\n", crc=1)
+        + b"\x64\xff\xff\x20", True),
+    "then a header too long": (STREAM_ID + uncompressed_chunk(PUB_X) + b"\x00\xff\xff\x01", True),
+    "then a skippable chunk longer than Go's buffer": (
+        STREAM_ID + uncompressed_chunk(PUB_X) + b"\x80" + (80000).to_bytes(3, "little") + b"\0" * 100, True),
+    "then a reserved unskippable chunk": (STREAM_ID + uncompressed_chunk(PUB_X) + chunk(0x02, b"zz"), True),
+    "then an uncompressed chunk shorter than its checksum": (
+        STREAM_ID + uncompressed_chunk(PUB_X) + b"\x01\x02\x00\x00", True),
+    "then a stream identifier of 5 bytes": (STREAM_ID + uncompressed_chunk(PUB_X) + b"\xff\x05\x00\x00", True),
+    "then a skippable chunk still arriving": (
+        STREAM_ID + uncompressed_chunk(PUB_X) + b"\x80" + (70000).to_bytes(3, "little") + b"\0" * 100, False),
+}
+
+
+@pytest.mark.parametrize("case", list(SNAPPY_HEADERS))
+def test_snappy_chunk_headers_are_judged_like_go(case: str, hostile: tuple[NsqdProcess, Bystanders]) -> None:
+    proc, by = hostile
+    wire, closed = SNAPPY_HEADERS[case]
+    conn = snappy_conn(proc)
+    conn.send_wire(wire)
+    assert conn.frame() == (FRAME_RESPONSE, b"OK")
+    assert conn.is_closed(wait=1.0) is closed
+    by.check()
+
+
+def test_snappy_without_stream_identifier_closes_unanswered(hostile: tuple[NsqdProcess, Bystanders]) -> None:
+    """Go's reader wants the stream identifier first: a PUB in the first chunk is never read (recorded)."""
+    proc, by = hostile
+    conn = snappy_conn(proc)
+    conn.send_wire(uncompressed_chunk(PUB_X))
+    assert conn.is_closed()
+    assert conn.buf == b""
+    by.check()
+
+
 def test_snappy_accepts_skippable_and_padding_chunks(hostile: tuple[NsqdProcess, Bystanders]) -> None:
     """The framing format's skippable (0x80-0xfd) and padding (0xfe) chunks are ignored, as in Go's reader."""
     proc, _ = hostile
