@@ -11,6 +11,9 @@ from typing import Any
 from .connection import DEFAULT_USER_AGENT, Connection
 from .errors import NSQConnectionError, ServerError
 
+#: seconds without a reply after which a publish first looks whether nsqd closed the idle connection
+_IDLE_CHECK_AFTER = 1.0
+
 
 class Producer:
     """PUB/MPUB/DPUB to ``address`` over one lazily opened connection.
@@ -40,6 +43,7 @@ class Producer:
         self.user_agent = user_agent
         self._conn: Connection | None = None
         self._lock = threading.Lock()
+        self._answered_at = 0.0  # monotonic time of the last reply: a busy connection needs no idle check
 
     def __enter__(self) -> Producer:
         return self
@@ -70,6 +74,7 @@ class Producer:
             for attempt in range(self.retries + 1):
                 try:
                     publish(self._connection())
+                    self._answered_at = time.monotonic()
                     return
                 except ServerError as err:
                     if err.fatal:
@@ -82,9 +87,12 @@ class Producer:
                     time.sleep(self.retry_delay * 2**attempt)
 
     def _connection(self) -> Connection:
-        """The open connection; heartbeats that arrived while idle are answered first, and a connection that
-        nsqd closed meanwhile (idle longer than two heartbeat intervals) is noticed before anything is sent."""
+        """The open connection. After an idle second, heartbeats that arrived meanwhile are answered first, and a
+        connection that nsqd closed (idle longer than two heartbeat intervals) is noticed before anything is sent;
+        a publisher in a loop skips that look (one poll of the socket per publish)."""
         conn = self._conn
+        if conn is not None and time.monotonic() - self._answered_at < _IDLE_CHECK_AFTER:
+            return conn
         if conn is not None:
             try:
                 while conn.read_frame(0) is not None:
