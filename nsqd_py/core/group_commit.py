@@ -4,6 +4,10 @@ With ``--sync-every=1`` a publisher's OK must mean "on disk". Rather than each w
 fsync per message, per channel), a write marks its queue for the next round and the publisher waits for that round.
 One round runs at a time; writes that arrive while it runs wait for the next, so a round serves every connection,
 topic and channel that wrote meanwhile and costs one sync per queue, however many messages it covers.
+
+A round also waits (briefly) for as many publishers as the previous round answered: they publish again as soon as
+they have their OK, and a round is mostly fixed cost (a trip to the thread pool, the fsync's own CPU, waking the
+waiters), so with many connections half-empty rounds alternating would cost a third more CPU per message.
 """
 
 from __future__ import annotations
@@ -22,26 +26,34 @@ class Syncable(Protocol):
     def sync_data(self) -> None: ...
 
 
+#: the longest a round waits for the publishers of the previous one to write again (they are usually back in
+#: well under a millisecond; this bounds the wait when some of them have gone quiet)
+GATHER_SECONDS = 0.004
+
+
 class _Round:
     """The queues one round syncs; set when its syncs have returned (error: the first failure)."""
 
-    __slots__ = ("done", "error", "queues")
+    __slots__ = ("done", "error", "gathered", "queues", "waiters")
 
     def __init__(self) -> None:
         self.queues: dict[Syncable, None] = {}  # insertion-ordered set
         self.done = Event()
         self.error: str | None = None
+        self.waiters = 0
+        self.gathered = Event()  # as many publishers wait for it as for the previous round
 
 
 class GroupCommit:
     """Collects written queues and syncs them in rounds, one round at a time, in a greenlet of its own."""
 
-    __slots__ = ("_current", "_next", "_runner", "failures", "last_failure", "writes")
+    __slots__ = ("_current", "_expected", "_next", "_runner", "failures", "last_failure", "writes")
 
     def __init__(self) -> None:
         self._next = _Round()
         self._current: _Round | None = None
         self._runner: gevent.Greenlet | None = None
+        self._expected = 0  # publishers that waited for the last round
         #: disk writes so far: a publisher compares it before and after to know whether it has to wait
         self.writes = 0
         #: writes that failed where the writer could not tell the publisher (a channel's copy), and the last error
@@ -65,6 +77,9 @@ class GroupCommit:
         covering = self._next if self._next.queues else self._current
         if covering is None:
             return  # nothing written since the last round began, and that round is over
+        covering.waiters += 1
+        if covering.waiters >= self._expected:
+            covering.gathered.set()
         covering.done.wait()
         if covering.error is not None:
             raise BackendError(covering.error)
@@ -72,13 +87,17 @@ class GroupCommit:
     def _run(self) -> None:
         try:
             while self._next.queues:
-                gevent.sleep(0)  # writers that are ready to run write first, and join this round
+                if self._next.waiters < self._expected:
+                    self._next.gathered.wait(GATHER_SECONDS)
+                else:
+                    gevent.sleep(0)  # writers that are ready to run write first, and join this round
                 current = self._current = self._next
                 self._next = _Round()
                 try:
                     current.error = _sync_all(list(current.queues))
                 finally:
                     self._current = None
+                    self._expected = current.waiters
                     current.done.set()
         finally:
             self._runner = None

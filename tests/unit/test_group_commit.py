@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import gevent
 import pytest
 from gevent.event import Event
 
 from nsqd_py.core.errors import BackendError
+from nsqd_py.core import group_commit
 from nsqd_py.core.group_commit import GroupCommit
 
 
@@ -70,3 +73,43 @@ def test_wait_without_a_write_since_the_last_round_returns_at_once() -> None:
     group.wait()
     group.wait()
     assert log == ["start a", "end a"]
+
+
+def _publisher(group: GroupCommit, queue: FakeQueue, delay: float) -> None:
+    gevent.sleep(delay)
+    group.written(queue)
+    group.wait()
+
+
+@pytest.fixture
+def gather(monkeypatch: pytest.MonkeyPatch) -> float:
+    """A gathering time long enough that a loaded machine cannot make these tests flaky."""
+    monkeypatch.setattr(group_commit, "GATHER_SECONDS", 0.2)
+    return 0.2
+
+
+def test_a_round_waits_for_the_publishers_of_the_previous_round(gather: float) -> None:
+    """Three publishers were answered by round 1; they come back 0, 10 and 20 ms later, all inside the gathering
+    time, so one round (one sync) answers all three."""
+    group, log = GroupCommit(), []
+    queue = FakeQueue("a", log)
+    gevent.joinall([gevent.spawn(_publisher, group, queue, 0) for _ in range(3)], timeout=5, raise_error=True)
+    assert log.count("start a") == 1
+    gevent.joinall([gevent.spawn(_publisher, group, queue, delay) for delay in (0, 0.01, 0.02)], timeout=5,
+                   raise_error=True)
+    assert log.count("start a") == 2, log
+
+
+def test_a_round_does_not_wait_past_the_gathering_time_for_publishers_that_left(gather: float) -> None:
+    """Round 1 answered three publishers; only one comes back: its round starts after the gathering time, and
+    the round after it waits for one publisher only."""
+    group, log = GroupCommit(), []
+    queue = FakeQueue("a", log)
+    gevent.joinall([gevent.spawn(_publisher, group, queue, 0) for _ in range(3)], timeout=5, raise_error=True)
+    started = time.monotonic()
+    _publisher(group, queue, 0)
+    assert gather * 0.9 <= time.monotonic() - started < gather + 1.0
+    started = time.monotonic()
+    _publisher(group, queue, 0)
+    assert time.monotonic() - started < gather * 0.5, "one publisher left: no waiting for three"
+    assert log.count("start a") == 3
