@@ -8,8 +8,8 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from nsqd_py.core.errors import BackendError
 from nsqd_py.core import group_commit
+from nsqd_py.core.errors import BackendError
 from nsqd_py.core.group_commit import GroupCommit
 
 
