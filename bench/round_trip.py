@@ -169,38 +169,57 @@ def pub_loop(port: int, connections: int, seconds: float, procs: int = 2, topic:
 
 # ---- consumers at RDY 1 --------------------------------------------------------------------------------------
 
-def _consume_worker(results, ready, go, port: int, connections: int, seconds: float, topic: str,
-                    channel: str) -> None:
+def _subscribed(ready, port: int, connections: int, topic: str, channel: str) -> selectors.BaseSelector | None:
+    """``connections`` subscriptions at RDY 1 in one selector (None, with the error on ``ready``, on failure)."""
     try:
         subs = [_subscribe(port, topic, channel) for _ in range(connections)]
     except (OSError, RuntimeError) as err:
         ready.put(str(err))
-        return
-    ready.put("")
-    go.wait()
+        return None
     sel = selectors.DefaultSelector()
     for sock, buf in subs:
         sock.setblocking(False)
         sel.register(sock, selectors.EVENT_READ, buf)
+    ready.put("")
+    return sel
+
+
+def _settle(sel: selectors.BaseSelector, on_message: Callable[[bytes, int], None]) -> None:
+    """Read what arrived: ``on_message(frame, receipt time in ns)``, then FIN, for each message; NOP each heartbeat."""
+    for key, _ in sel.select(timeout=1):
+        sock = key.fileobj
+        buf = key.data
+        buf += sock.recv(65536)  # type: ignore[union-attr]
+        received = time.time_ns()
+        for frame_type, data in _frames(buf):
+            if frame_type == _FRAME_MESSAGE:
+                on_message(data, received)
+                sock.send(b"FIN " + data[10:26] + b"\n")  # type: ignore[union-attr]
+            elif data == _HEARTBEAT:
+                sock.send(b"NOP\n")  # type: ignore[union-attr]
+
+
+def _close_all(sel: selectors.BaseSelector) -> None:
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()  # type: ignore[union-attr]
+    sel.close()
+
+
+def _consume_worker(results, ready, go, port: int, connections: int, seconds: float, topic: str,
+                    channel: str) -> None:
+    sel = _subscribed(ready, port, connections, topic, channel)
+    if sel is None:
+        return
+    go.wait()
+    done: list[int] = []
     now = time.perf_counter
     start = now()
     end = start + seconds
-    done = 0
     while now() < end:
-        for key, _ in sel.select(timeout=1):
-            sock = key.fileobj
-            buf = key.data
-            buf += sock.recv(65536)  # type: ignore[union-attr]
-            for frame_type, data in _frames(buf):
-                if frame_type == _FRAME_MESSAGE:
-                    sock.send(b"FIN " + data[10:26] + b"\n")  # type: ignore[union-attr]
-                    done += 1
-                elif data == _HEARTBEAT:
-                    sock.send(b"NOP\n")  # type: ignore[union-attr]
+        _settle(sel, lambda _data, received: done.append(received))
     elapsed = now() - start
-    for sock, _buf in subs:
-        sock.close()
-    results.put((done, elapsed, []))
+    _close_all(sel)
+    results.put((len(done), elapsed, []))
 
 
 def rdy1_consume(port: int, connections: int, seconds: float, procs: int = 2, topic: str = "sub_bench",
@@ -240,34 +259,20 @@ def _paced_producer(results, ready, go, port: int, rate: float, count: int, topi
 
 def _timed_consumers(results, ready, go, port: int, connections: int, count: int, topic: str,
                      channel: str) -> None:
-    try:
-        subs = [_subscribe(port, topic, channel) for _ in range(connections)]
-    except (OSError, RuntimeError) as err:
-        ready.put(str(err))
+    sel = _subscribed(ready, port, connections, topic, channel)
+    if sel is None:
         return
-    sel = selectors.DefaultSelector()
-    for sock, buf in subs:
-        sock.setblocking(False)
-        sel.register(sock, selectors.EVENT_READ, buf)
-    ready.put("")
     go.wait()
     latencies: list[float] = []
     unpack_ts = struct.Struct(">q").unpack_from
+
+    def timed(data: bytes, received: int) -> None:
+        latencies.append((received - unpack_ts(data)[0]) / 1000)
+
     give_up = time.monotonic() + 600
     while len(latencies) < count and time.monotonic() < give_up:
-        for key, _ in sel.select(timeout=1):
-            sock = key.fileobj
-            buf = key.data
-            buf += sock.recv(65536)  # type: ignore[union-attr]
-            received = time.time_ns()
-            for frame_type, data in _frames(buf):
-                if frame_type == _FRAME_MESSAGE:
-                    latencies.append((received - unpack_ts(data)[0]) / 1000)
-                    sock.send(b"FIN " + data[10:26] + b"\n")  # type: ignore[union-attr]
-                elif data == _HEARTBEAT:
-                    sock.send(b"NOP\n")  # type: ignore[union-attr]
-    for sock, _buf in subs:
-        sock.close()
+        _settle(sel, timed)
+    _close_all(sel)
     results.put((len(latencies), 0.0, latencies))
 
 
