@@ -26,7 +26,7 @@ COMPILED_MODULES = [
     "nsqd_py/core/diskqueue.py",
     "nsqd_py/tcp/client.py",
     "nsqd_py/tcp/protocol.py",
-    "nsqd_py/tcp/transport.py",
+    "nsqd_py/runtime/transport.py",
     "nsqd_py/runtime/outbox.py",
     "nsqd_py/runtime/fairness.py",
     "nsqd_py/runtime/listen.py",

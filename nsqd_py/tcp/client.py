@@ -22,8 +22,8 @@ from ..core.consumer import STATE_CLOSING, Consumer
 from ..daemon.tlsconfig import cipher_suite_name, version_name
 from ..runtime.fairness import BusyGuard
 from ..runtime.outbox import Outbox
+from ..runtime.transport import PlainTransport, TLSTransport, Transport
 from ..wire.compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
-from .transport import PlainTransport, TLSTransport, Transport
 
 if TYPE_CHECKING:
     from ..cluster.auth import AuthState

@@ -1,18 +1,19 @@
-"""The bytes of one protocol V2 connection, cheap for clients that send one command and wait for its answer.
+"""A served connection's bytes in and out, cheap for clients that send one request and wait for its answer.
 
-Most applications publish one message per PUB and wait for its OK, and consume at RDY 1: one message, FIN, the
-next. Per round trip, gevent's socket wrappers cost more than the command itself (issue 29): a failed recv (a
-syscall and an exception) before every wait, a timer per wait for the socket's timeout, and a Timeout per send.
-So a plain socket is driven here by the hub's watchers directly:
+Most applications publish one message per PUB (or POST) and wait for its OK, and consume at RDY 1: one message,
+FIN, the next. Per round trip, gevent's socket wrappers cost more than the request itself (issues 23 and 29): a
+failed recv (a syscall and an exception) before every wait, a timer per wait for the socket's timeout, and a
+Timeout per send. So a plain socket is driven here by the hub's watchers directly:
 
 * after the connection answered, a read waits for the socket before trying it (the client sends nothing before
   it has the answer);
 * a send never blocks the caller: what the socket does not take at once is finished by a greenlet that waits
-  until it can, within the write deadline (the only place a Timeout is made; rare);
-* the read deadline is the client's one lazily re-armed timer (ClientV2), not a socket timeout.
+  until it can, within the write deadline if there is one (the only place a Timeout is made; rare);
+* a read deadline, where the protocol has one, is the caller's business (ClientV2 keeps one lazily re-armed
+  timer), not a socket timeout.
 
 TLS connections keep gevent's SSL socket (`TLSTransport`), which waits by itself; their sends always go through
-the sending greenlet.
+the sending greenlet. Both front doors use these: tcp/client.py and http/connection.py.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import gevent
 from gevent.hub import get_hub
 
-from ..runtime.listen import send_all
+from .listen import send_all
 
 _READ, _WRITE = 1, 2
 #: unread input read away before a close, at most (a client that keeps sending gets its reset after all)
@@ -152,6 +153,12 @@ class PlainTransport(Transport):
                     sent += self._sock.send(view[sent:])
                 except BlockingIOError:
                     self._hub.wait(self._write_watcher)
+
+    def set_nodelay(self) -> None:
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def shutdown_write(self) -> None:
+        self._sock.shutdown(socket.SHUT_WR)
 
     def dup_socket(self) -> socket.socket:
         """A gevent socket on a duplicate of this one's descriptor (for a TLS handshake that may fail)."""

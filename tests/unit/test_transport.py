@@ -1,5 +1,6 @@
-"""tcp/transport.py on socket pairs: sends never block their caller and stay in order, what the socket cannot take
-at once is finished by a sender greenlet within the write deadline, and a read after an answer waits for data."""
+"""runtime/transport.py and http/connection.py on socket pairs: sends never block their caller and stay in order,
+what the socket cannot take at once is finished by a sender greenlet (within the write deadline where there is
+one), a read after an answer waits for data, and HTTP answers written in one loop turn go out together."""
 
 from __future__ import annotations
 
@@ -8,15 +9,27 @@ import socket
 import gevent
 from gevent import socket as gsocket
 
-from nsqd_py.tcp.transport import PlainTransport, SendTimeout
+from nsqd_py.http.connection import PlainConnection
+from nsqd_py.runtime.outbox import Outbox
+from nsqd_py.runtime.transport import PlainTransport, SendTimeout
 
 
-def _pair(sndbuf: int | None = None) -> tuple[PlainTransport, gsocket.socket, list[Exception]]:
+def _socketpair(sndbuf: int | None) -> tuple[gsocket.socket, gsocket.socket]:
     ours, theirs = gsocket.socketpair()
     if sndbuf is not None:
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+    return ours, theirs
+
+
+def _pair(sndbuf: int | None = None) -> tuple[PlainTransport, gsocket.socket, list[Exception]]:
+    ours, theirs = _socketpair(sndbuf)
     failures: list[Exception] = []
     return PlainTransport(ours, failures.append), theirs, failures
+
+
+def _http_pair(sndbuf: int | None = None) -> tuple[PlainConnection, gsocket.socket]:
+    ours, theirs = _socketpair(sndbuf)
+    return PlainConnection(ours, Outbox()), theirs
 
 
 def _read(sock: gsocket.socket, size: int) -> bytes:
@@ -82,3 +95,44 @@ def test_a_read_after_an_answer_waits_for_the_request() -> None:
     peer.close()
     assert transport.recv(100) == b""  # EOF
     transport.close()
+
+
+# ---- HTTP: answers through the outbox -------------------------------------------------------------------
+
+def test_answers_of_one_turn_arrive_in_order() -> None:
+    conn, peer = _http_pair()
+    conn.write(b"first ")
+    conn.write(b"second")
+    assert _read(peer, 12) == b"first second"
+    conn.close()
+    peer.close()
+
+
+def test_an_answer_bigger_than_the_socket_takes_is_finished_later() -> None:
+    conn, peer = _http_pair(sndbuf=4096)
+    big = bytes(range(256)) * 4096  # 1 MiB
+    conn.write(big)
+    gevent.sleep(0.05)  # the outbox sent what fit; a sender greenlet holds the rest
+    conn.write(b"after")  # queued behind the rest, never before it
+    assert _read(peer, len(big) + 5) == big + b"after"
+    conn.flush()
+    conn.close()
+    peer.close()
+
+
+def test_flush_before_close_sends_everything() -> None:
+    conn, peer = _http_pair(sndbuf=4096)
+    reader = gevent.spawn(_read, peer, 300_000)
+    conn.write(b"x" * 300_000)
+    conn.flush()
+    conn.close()
+    assert reader.get(timeout=10) == b"x" * 300_000
+    peer.close()
+
+
+def test_close_stops_a_sender_whose_peer_reads_nothing() -> None:
+    conn, peer = _http_pair(sndbuf=4096)
+    conn.write(b"y" * 1_000_000)
+    gevent.sleep(0.05)
+    conn.close()  # must not hang on the sender waiting for a writable socket
+    peer.close()
