@@ -89,9 +89,9 @@ def _split_target(target: str, clean: bool) -> tuple[str, str]:
     to hold no control bytes."""
     if not target or (not clean and _CTL_IN_URI.search(target)):
         raise bad_request()
+    if target == "*":  # only the whole target: `*?query` is no request URI to Go
+        return "*", ""
     rest, _, query = target.partition("?")
-    if rest == "*":
-        return "*", query
     if not rest.startswith("/"):
         scheme = _SCHEME.match(rest)
         if scheme is None:

@@ -53,6 +53,7 @@ REFUSED = {
     "ctl in query": (b"GET /ping?a=\x01 HTTP/1.1\r\nHost: x\r\n\r\n", BAD),
     "bad escape in path": (b"GET /pi%zzng HTTP/1.1\r\nHost: x\r\n\r\n", BAD),
     "relative url": (b"GET ping HTTP/1.1\r\nHost: x\r\n\r\n", BAD),
+    "asterisk with a query": (b"GET *?a=b HTTP/1.1\r\nHost: x\r\n\r\n", BAD),  # recorded from Go nsqd 1.3.0
     "expect other": (b"GET /ping HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n", EXPECTATION_FAILED),
     "HTTP/1.10": (b"GET /ping HTTP/1.10\r\nHost: x\r\n\r\n", BAD),
     "HTTP/1.1x": (b"GET /ping HTTP/1.1x\r\nHost: x\r\n\r\n", BAD),
