@@ -33,6 +33,8 @@ class Outcome:
     count: int  # messages acknowledged (PUB) or FINed (consume) inside the timed window
     seconds: float
     latencies_us: list[float]  # per PUB, or publish -> receipt
+    #: publish -> deliver: the rate the producer reached (it waits for each OK, so a slow server slows it)
+    published_rate: float = 0.0
 
     def rate(self) -> float:
         return self.count / self.seconds if self.seconds else 0.0
@@ -43,7 +45,9 @@ class Outcome:
         def rank(q: float) -> float:
             return values[min(len(values) - 1, int(q * len(values)))]
 
-        return f"(us: p50 {rank(0.5):.0f}, p99 {rank(0.99):.0f}, p99.9 {rank(0.999):.0f}, max {values[-1]:.0f})"
+        published = f", published at {self.published_rate:.0f}/s" if self.published_rate else ""
+        return (f"(us: p50 {rank(0.5):.0f}, p99 {rank(0.99):.0f}, p99.9 {rank(0.999):.0f}, max {values[-1]:.0f}"
+                f"{published})")
 
     def p99(self) -> float:
         values = sorted(self.latencies_us) or [0.0]
@@ -283,4 +287,5 @@ def publish_to_deliver(port: int, rate: float, consumers: int, seconds: float, t
     collected = _run_workers(
         [(_timed_consumers, (port, consumers, count, topic, channel)), (_paced_producer, (port, rate, count, topic))])
     latencies = next(lat for _c, _s, lat in collected if lat)
-    return Outcome(len(latencies), seconds, latencies[count // 10:])
+    published, publish_seconds = next((c, s) for c, s, lat in collected if not lat)
+    return Outcome(len(latencies), seconds, latencies[count // 10:], published / publish_seconds)
