@@ -40,6 +40,8 @@ _RECV_SIZE = 65536
 HEARTBEAT_PAYLOAD = b"_heartbeat_"
 #: how often a read deadline that passed outside a read looks again for the next read
 _DEADLINE_RECHECK = 0.05
+#: how long the last answers of a closing connection may take without heartbeats (then it is the write deadline)
+_FINAL_SEND_SECONDS = 1.0
 
 
 class ConnectionLost(Exception):
@@ -451,7 +453,8 @@ class ClientV2(Consumer):
         frame), stop the timers, close the socket."""
         if not self.closed:
             self.closed = True  # from here on a failed send is the end of the connection, not an error to log
-            self.drain()
+            with gevent.Timeout(self.heartbeat_interval or _FINAL_SEND_SECONDS, False):
+                self.drain()  # a peer that reads nothing cannot hold the connection open
         if self.channel is not None:
             self.channel.remove_client(self)
         self._stop_timers()
