@@ -24,6 +24,8 @@ COMPILED_MODULES = [
     "nsqd_py/core/channel.py",
     "nsqd_py/core/topic.py",
     "nsqd_py/core/diskqueue.py",
+    "nsqd_py/core/group_commit.py",
+    "nsqd_py/runtime/disk_threads.py",
     "nsqd_py/tcp/client.py",
     "nsqd_py/tcp/protocol.py",
     "nsqd_py/runtime/transport.py",

@@ -16,7 +16,7 @@ Positions are ``(file number, byte offset)``. Three of them matter:
 and so does ``put`` when it waits for its fsync (sync_every=1 without a group commit, or a file roll); with a
 :class:`GroupCommit` a put only joins the next group round, which the publisher waits for. Other syncs (sync_every,
 acks, the sync-timeout timer) run in a background greenlet. All fsyncs, the meta rewrite and file removals run in one
-trip to gevent's thread pool, so the event loop keeps serving while the disk works.
+trip to a disk thread (runtime/disk_threads.py), so the event loop keeps serving while the disk works.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import re
 import struct
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import gevent
 from gevent.event import Event
 
+from nsqd_py.runtime.disk_threads import run_blocking
 from nsqd_py.runtime.log import Logger
 
 from .errors import BackendError
@@ -84,24 +84,6 @@ class DummyBackend:
 
     def close(self) -> None:
         pass
-
-
-def _persist_in_pool(*args: Any) -> tuple[list[str], OSError | None]:
-    """_persist for a pool thread: gevent prints a traceback for any exception such a thread raises, so a failed
-    write (a full disk) comes back as a value and is logged by the caller as one line."""
-    try:
-        return _persist(*args), None
-    except OSError as err:
-        return [], err
-
-
-def _fdatasync_in_pool(fd: int) -> OSError | None:
-    """fdatasync for a pool thread; a failure comes back as a value (see _persist_in_pool)."""
-    try:
-        os.fdatasync(fd)
-    except OSError as err:
-        return err
-    return None
 
 
 def _persist(fsync_fds: list[int], dir_path: str | None, meta_path: str, meta: bytes,
@@ -603,9 +585,10 @@ class DiskQueue:
                 continue
             with self._exclusive():
                 puts, fd = self._puts, self._wfd
-                failure = gevent.get_hub().threadpool.apply(_fdatasync_in_pool, (fd,))
-                if failure is not None:
-                    raise BackendError(f"failed to sync {self._file_name(self._wfile)} - {failure}")
+                try:
+                    run_blocking(os.fdatasync, fd)
+                except OSError as err:
+                    raise BackendError(f"failed to sync {self._file_name(self._wfile)} - {err}") from err
                 self._durable_puts = max(self._durable_puts, puts)
         if self._timer is None and self._synced < self._changes:
             self._arm_timer()
@@ -647,10 +630,8 @@ class DiskQueue:
         try:
             if self._before_sync is not None:
                 self._before_sync()
-            errors, failure = gevent.get_hub().threadpool.apply(
-                _persist_in_pool, (fsync_fds, self._data_path if dir_dirty else None, self._meta_path, meta, release))
-            if failure is not None:
-                raise failure
+            errors = run_blocking(_persist, fsync_fds, self._data_path if dir_dirty else None, self._meta_path, meta,
+                                  release)
         except BaseException as err:
             # keep the old write files for the next attempt: closing them now would leave them unsynced
             self._old_wfds[:0] = closing

@@ -6,7 +6,7 @@ One round runs at a time; writes that arrive while it runs wait for the next, so
 topic and channel that wrote meanwhile and costs one sync per queue, however many messages it covers.
 
 A round also waits (briefly) for as many publishers as the previous round answered: they publish again as soon as
-they have their OK, and a round is mostly fixed cost (a trip to the thread pool, the fsync's own CPU, waking the
+they have their OK, and a round is mostly fixed cost (a trip to a disk thread, the fsync's own CPU, waking the
 waiters), so with many connections half-empty rounds alternating would cost a third more CPU per message.
 """
 
@@ -104,7 +104,7 @@ class GroupCommit:
 
 
 def _sync_all(queues: list[Syncable]) -> str | None:
-    """Sync the queues side by side (each sync spends its time in the thread pool); the first error, if any."""
+    """Sync the queues side by side (each sync spends its time on a disk thread); the first error, if any."""
     if len(queues) == 1:
         try:
             queues[0].sync_data()
