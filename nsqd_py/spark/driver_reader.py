@@ -57,6 +57,12 @@ class _Live:
     draining: bool = False
 
 
+def _check_mode(offset: dict) -> None:
+    if "seq" not in offset:
+        raise ValueError("this checkpoint holds offsets of readMode=executors (the default): drop readMode=driver, "
+                         "or start the query with a new checkpoint location")
+
+
 class DriverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """`spark.readStream.format("nsq").option("readMode", "driver")`: one topic/channel, at-least-once."""
 
@@ -98,6 +104,7 @@ class DriverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.cutoff_ns = time.time_ns()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        _check_mode(start)
         live = self._state()
         seq = int(start["seq"])
         if seq + 1 in live.batches:  # asked again for the same start: the same answer
@@ -122,6 +129,7 @@ class DriverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return start
 
     def partitions(self, start: dict, end: dict) -> list[NSQPartition]:
+        _check_mode(end)
         if self._live is None:  # a batch planned by an earlier run: its messages come back from nsqd
             return []
         messages = [m for s in range(int(start["seq"]) + 1, int(end["seq"]) + 1)

@@ -206,6 +206,10 @@ class ReadOptions:
     #: where executors publish the slices they read (a path or file://, hdfs://, s3:// URI; relative to the
     #: driver's working directory)
     write_ahead_location: str = option("writeAheadLocation", _text, "nsq-write-ahead")
+    #: committed batches whose slices stay in the write-ahead location (late attempts find their batch committed)
+    min_batches_to_retain: int = option("minBatchesToRetain", _int, 10, minimum=1)
+    #: a batch Spark runs again whose slices are gone fails the query (true) or is read afresh (false)
+    fail_on_data_loss: bool = option("failOnDataLoss", _bool, True)
     # -- readMode=driver only ---------------------------------------------------------------------------------------
     max_messages_per_batch: int = 50000
     #: RDY over all connections: what the reader holds unsettled. Three batches by default: the previous batch stays
@@ -233,6 +237,9 @@ class ReadOptions:
         channel = opts.get("channel", "")
         if not is_valid_name(channel):
             raise OptionError(f"option 'channel' must be a valid NSQ channel name, not {channel!r}")
+        if channel.endswith("#ephemeral"):
+            raise OptionError(f"option 'channel': {channel!r} is ephemeral: nsqd deletes such a channel whenever "
+                              f"a batch's tasks disconnect, dropping what is published between batches")
         mode = opts.get("readmode", "executors").strip().lower()
         if mode not in READ_MODES:
             raise OptionError(f"option 'readMode' must be one of {', '.join(READ_MODES)}, not {mode!r}")

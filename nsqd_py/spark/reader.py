@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import (
 from .options import ReadOptions
 from .planner import ChannelState, SliceSpec, plan_slices, survey
 from .slice_task import SlicePlan, SliceTask
-from .slices import SliceStore, resolve_location
+from .slices import DataLossError, SliceStore, resolve_location, slice_name
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +40,18 @@ class SlicePartition(InputPartition):
         self.cutoff_ns = cutoff_ns
 
 
-def _offset(query: str, batch: int, slices: list[SliceSpec], cutoff_ns: int | None, location: str) -> dict:
-    """The location is in the offset too: a batch replayed after a restart finds its slices even if the option or the
-    driver's working directory changed meanwhile."""
+def _offset(query: str, batch: int, slices: list[SliceSpec], cutoff_ns: int | None, location: str,
+            channel: str) -> dict:
+    """The location and the channel are in the offset too: a batch replayed after a restart finds its slices and
+    reads the same channel even if the options or the driver's working directory changed meanwhile."""
     return {"query": query, "batch": batch, "slices": [s.encode() for s in slices], "cutoff": cutoff_ns,
-            "location": location}
+            "location": location, "channel": channel}
+
+
+def _check_mode(offset: dict) -> None:
+    if "query" not in offset:
+        raise ValueError("this checkpoint holds offsets of readMode=driver: keep that option, or start the query "
+                         "with a new checkpoint location")
 
 
 class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -60,7 +67,6 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now_batches: set[int] = set()
         #: rows in the batches committed so far (counted before their slices go)
         self._committed_rows: dict[int, int] = {}
-        self._marked: set[tuple[str, str]] = set()
         self._last_plan: tuple[dict, dict] | None = None
         self._last_batch_at = time.monotonic()
         self._states: list[ChannelState] = []
@@ -68,7 +74,9 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- planning (driver) --------------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        return _offset(uuid.uuid4().hex, 0, [], None, self.location)
+        start = _offset(uuid.uuid4().hex, 0, [], None, self.location, self.opts.channel)
+        SliceStore(self.location, start["query"]).mark()
+        return start
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is None:
@@ -79,9 +87,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.cutoff_ns = time.time_ns()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        if "query" not in start:
-            raise ValueError("this checkpoint holds offsets of readMode=driver: keep that option, or start the query "
-                             "with a new checkpoint location")
+        _check_mode(start)
         if self._last_plan is not None and self._last_plan[0] == start:  # asked again: the same answer
             return self._last_plan[1]
         store = self._store(start.get("location", self.location), start["query"])
@@ -96,7 +102,8 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         slices = plan_slices(self._states, max_rows, self.opts.max_bytes_per_trigger, self.opts.min_partitions)
-        end = _offset(start["query"], batch + 1, slices, self.cutoff_ns, self.location)
+        end = _offset(start["query"], batch + 1, slices, self.cutoff_ns, self.location, self.opts.channel)
+        store.plan(batch + 1, [slice_name(s.topic, s.nsqd, s.index) for s in slices])  # before Spark logs the offset
         if self.cutoff_ns is not None:
             self._available_now_batches.add(batch + 1)
         self._last_plan = (start, end)
@@ -104,11 +111,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     def _store(self, location: str, query: str) -> SliceStore:
-        store = SliceStore(location, query)
-        if (location, query) not in self._marked:
-            store.mark()
-            self._marked.add((location, query))
-        return store
+        return SliceStore(location, query)
 
     def _available_now_finished(self, store: SliceStore, batch: int) -> bool:
         """With availableNow, a batch of this run that read nothing means every admissible message was read."""
@@ -135,13 +138,28 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "topics": topics}
 
     def partitions(self, start: dict, end: dict) -> list[SlicePartition]:
-        if int(end["batch"]) == int(start.get("batch", -1)):
+        _check_mode(end)
+        batch = int(end["batch"])
+        if batch == int(start.get("batch", -1)):
             return []
         cutoff, location = end.get("cutoff"), end.get("location", self.location)
-        self._store(location, end["query"])  # a replay after a restart: the executors check for the marker
-        return [SlicePartition(SlicePlan(location, end["query"], int(end["batch"]), spec.topic, spec.nsqd,
-                                         spec.index, spec.quota, spec.byte_quota), cutoff)
-                for spec in map(SliceSpec.decode, end["slices"])]
+        channel = end.get("channel", self.opts.channel)
+        specs = [SliceSpec.decode(raw) for raw in end["slices"]]
+        store = self._store(location, end["query"])
+        if not store.is_planned(batch):
+            self._lost(store, batch, [slice_name(s.topic, s.nsqd, s.index) for s in specs])
+        return [SlicePartition(SlicePlan(location, end["query"], batch, spec.topic, spec.nsqd, spec.index,
+                                         spec.quota, spec.byte_quota, channel), cutoff) for spec in specs]
+
+    def _lost(self, store: SliceStore, batch: int, slices: list[str]) -> None:
+        """A batch Spark runs again whose record is gone from the write-ahead location (it is written when the batch
+        is planned): its rows cannot be read again. failOnDataLoss fails the query; otherwise the batch reads afresh."""
+        where = f"batch {batch} of the nsq source is missing from its write-ahead location {store.location!r}"
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(f"{where}: the rows it read cannot be replayed. Restore the location, or set "
+                                f"failOnDataLoss=false to read this batch afresh from nsqd (its rows will differ)")
+        log.warning("%s: reading it afresh from nsqd (failOnDataLoss=false); its rows differ from the first run", where)
+        store.plan(batch, slices)
 
     def commit(self, end: dict) -> None:
         if "query" not in end:
@@ -150,7 +168,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batch = int(end["batch"])
         if batch in self._available_now_batches:
             self._committed_rows[batch] = store.batch_rows(batch) or 0
-        store.delete_through(batch)
+        store.commit(batch, self.opts.min_batches_to_retain)
 
     # -- reading (executors) ------------------------------------------------------------------------------------
 

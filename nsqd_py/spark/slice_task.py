@@ -29,6 +29,10 @@ from .slices import SliceStore
 
 log = logging.getLogger(__name__)
 
+
+class BatchClosedError(RuntimeError):
+    """This attempt outlived its batch: Spark committed the batch with another attempt's rows."""
+
 _DEFAULT_MAX_RDY = 2500
 #: a chunk stops growing past this many body bytes (it is built in the task's memory)
 _CHUNK_BYTES = 64 * 1024 * 1024
@@ -47,6 +51,8 @@ class SlicePlan:
     quota: int
     #: body bytes, or 0 for no limit
     byte_quota: int = 0
+    #: the channel the batch was planned on (a replay reads it even if the option changed since)
+    channel: str = ""
 
 
 class _Subscription:
@@ -67,7 +73,7 @@ class _Subscription:
     def open(self) -> None:
         conn = open_connection(self.plan.nsqd, self.opts.connect)
         try:
-            conn.sub(self.plan.topic, self.opts.channel)
+            conn.sub(self.plan.topic, self.plan.channel or self.opts.channel)
         except BaseException:
             conn.close()
             raise
@@ -167,7 +173,7 @@ class SliceTask:
         self.bytes = 0
 
     def run(self) -> Iterator[pa.RecordBatch]:
-        self.store.check_shared()
+        self.store.check_planned(self.plan.batch)
         number = 0
         try:
             while True:
@@ -196,9 +202,13 @@ class SliceTask:
             messages = self._take(rows, min(size, _CHUNK_BYTES))
         if not messages:
             self.slice.finish(number, ARROW_SCHEMA, self.rows)
+            self._check_open([])
             return self._published(number)
-        table = message_table(messages, self.plan.topic, self.opts.channel, [self.plan.nsqd] * len(messages))
-        if not self.slice.publish(number, table):
+        table = message_table(messages, self.plan.topic, self.plan.channel or self.opts.channel,
+                              [self.plan.nsqd] * len(messages))
+        won = self.slice.publish(number, table)
+        self._check_open(messages)
+        if not won:
             log.info("slice %s chunk %d was published by another attempt: handing back %d messages",
                      self.slice.directory, number, len(messages))
             self.subscription.requeue(messages)
@@ -206,6 +216,15 @@ class SliceTask:
         rows_after = rows - len(messages)
         self.subscription.settle(messages, 0 if self.done_reading else min(rows_after, self.subscription.max_rdy))
         return table
+
+    def _check_open(self, held: list[Message]) -> None:
+        """An attempt still running after its batch was committed (a speculative copy, an executor Spark gave up on)
+        must not FIN: no committed batch would hold those rows. It hands them back and stops."""
+        if self.store.is_open(self.plan.batch):
+            return
+        self.subscription.requeue(held)
+        raise BatchClosedError(f"batch {self.plan.batch} was committed or removed while this attempt of slice "
+                               f"{self.slice.directory} ran: handed back {len(held)} messages")
 
     def _published(self, number: int) -> pa.Table:
         table = self.slice.read(number)

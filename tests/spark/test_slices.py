@@ -21,7 +21,7 @@ from nsqd_py.spark.reader import NSQStreamReader
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask
 from nsqd_py.spark.slices import NotSharedError, SliceStore
 from nsqd_py.testing import free_port
-from tests.spark.util import http_address, publish
+from tests.spark.util import http_address, planned, publish
 from tests.support import NsqdProcess, channel_stats, drain, find_channel, wait_until
 
 pytestmark = pytest.mark.slow
@@ -41,8 +41,7 @@ def options(nsqd: NsqdProcess, topic: str, **extra: str) -> ReadOptions:
 
 
 def plan(location: Path, nsqd: NsqdProcess, topic: str, quota: int, index: int = 0) -> SlicePlan:
-    SliceStore(str(location), "q1").mark()
-    return SlicePlan(str(location), "q1", 1, topic, nsqd.tcp_address, index, quota)
+    return planned(SlicePlan(str(location), "q1", 1, topic, nsqd.tcp_address, index, quota))
 
 
 def rows(batches: list[pa.RecordBatch]) -> list[tuple[str, bytes]]:
@@ -181,13 +180,12 @@ def test_unreachable_nsqd_ends_the_slice_or_fails_the_task(tmp_path: Path) -> No
     gone = f"127.0.0.1:{free_port()}"
     opts = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqd_tcp_addresses": gone,
                               "connect_timeout": "500ms"})
-    SliceStore(str(tmp_path), "q1").mark()
-    task_plan = SlicePlan(str(tmp_path), "q1", 1, "t", gone, 0, 10)
+    task_plan = planned(SlicePlan(str(tmp_path), "q1", 1, "t", gone, 0, 10))
     assert list(SliceTask(task_plan, opts, None).run()) == []
     strict = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqd_tcp_addresses": gone,
                                 "failOnUnreachable": "true"})
     with pytest.raises(NSQConnectionError, match="failOnUnreachable"):
-        list(SliceTask(SlicePlan(str(tmp_path), "q1", 2, "t", gone, 0, 10), strict, None).run())
+        list(SliceTask(planned(SlicePlan(str(tmp_path), "q1", 2, "t", gone, 0, 10)), strict, None).run())
 
 
 def test_an_executor_that_cannot_see_the_location_says_so(nsqd: NsqdProcess, tmp_path: Path) -> None:
@@ -196,8 +194,8 @@ def test_an_executor_that_cannot_see_the_location_says_so(nsqd: NsqdProcess, tmp
         list(SliceTask(task_plan, options(nsqd, "t"), None).run())
 
 
-def test_driver_plans_from_stats_and_commit_deletes_slices(nsqd: NsqdProcess, name: Callable[[str], str],
-                                                           tmp_path: Path) -> None:
+def test_driver_plans_from_stats_and_commit_marks_the_batch(nsqd: NsqdProcess, name: Callable[[str], str],
+                                                             tmp_path: Path) -> None:
     topic = name("plan")
     reader = NSQStreamReader(options(nsqd, topic, writeAheadLocation=str(tmp_path), minPartitions="2"))
     start = reader.initialOffset()
@@ -213,8 +211,9 @@ def test_driver_plans_from_stats_and_commit_deletes_slices(nsqd: NsqdProcess, na
     assert not any(nsqd.stats(topic=topic)["topics"][0]["channels"][0]["clients"])  # the driver holds no subscription
     store = SliceStore(str(tmp_path), end["query"])
     assert store.batches() == [1] and store.batch_rows(1) == 100
+    assert store.is_open(1)
     reader.commit(end)
-    assert store.batches() == []
+    assert store.batches() == [1] and not store.is_open(1)  # kept for minBatchesToRetain batches (test_write_ahead)
 
 
 def test_planning_skips_an_unreachable_nsqd_but_available_now_fails(nsqd: NsqdProcess, name: Callable[[str], str],
@@ -255,8 +254,7 @@ def test_min_offsets_wait_for_more_until_the_max_trigger_delay(nsqd: NsqdProcess
 def test_a_slice_stops_at_its_byte_quota(nsqd: NsqdProcess, name: Callable[[str], str], tmp_path: Path) -> None:
     topic = name("bytes")
     publish(nsqd, topic, [b"x" * 100] * 50)
-    task_plan = SlicePlan(str(tmp_path), "q1", 1, topic, nsqd.tcp_address, 0, quota=50, byte_quota=1000)
-    SliceStore(str(tmp_path), "q1").mark()
+    task_plan = planned(SlicePlan(str(tmp_path), "q1", 1, topic, nsqd.tcp_address, 0, quota=50, byte_quota=1000))
     got = rows(list(SliceTask(task_plan, options(nsqd, topic), None).run()))
     assert len(got) == 10  # 10 bodies of 100 bytes
     wait_until(lambda: channel_stats(nsqd, topic, "c")["in_flight_count"] == 0)

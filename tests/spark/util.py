@@ -5,6 +5,8 @@ from __future__ import annotations
 import requests
 
 from nsqd_py.client.protocol import mpub_body
+from nsqd_py.spark.slice_task import SlicePlan
+from nsqd_py.spark.slices import SliceStore, slice_name
 from tests.support import NsqdProcess, channel_stats
 
 
@@ -29,3 +31,9 @@ def topic_depth(nsqd: NsqdProcess, topic: str) -> int:
 def drained(nsqd: NsqdProcess, topic: str, channel: str) -> bool:
     stats = channel_stats(nsqd, topic, channel)
     return stats["depth"] == 0 and stats["in_flight_count"] == 0 and stats["deferred_count"] == 0
+
+
+def planned(task: SlicePlan) -> SlicePlan:
+    """Record ``task``'s batch in its write-ahead location as the driver does when it plans a batch."""
+    SliceStore(task.location, task.query).plan(task.batch, [slice_name(task.topic, task.nsqd, task.index)])
+    return task
