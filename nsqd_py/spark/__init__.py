@@ -11,6 +11,7 @@ keeps the earlier driver-side reader (driver_reader.py). See docs/spark.md for t
 """
 
 from .control import stop_gracefully
+from .dead_letter import DeadLetter, decode_dead_letter
 from .source import NSQDataSource, register
 
-__all__ = ["NSQDataSource", "register", "stop_gracefully"]
+__all__ = ["DeadLetter", "NSQDataSource", "decode_dead_letter", "register", "stop_gracefully"]

@@ -1,4 +1,6 @@
-"""Dial one nsqd with the format's connection options: IDENTIFY (TLS/snappy/deflate, msg_timeout), then AUTH."""
+"""Dial one nsqd with the format's connection options: IDENTIFY (TLS/snappy/deflate, msg_timeout, and the settings
+operators see and tune in nsqadmin: client_id, hostname, heartbeat_interval, output_buffer_timeout, sample_rate),
+then AUTH."""
 
 from __future__ import annotations
 

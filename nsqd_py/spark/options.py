@@ -8,8 +8,10 @@ depends on other options (aliases, derived defaults, checks across options).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..go.durations import MILLISECOND, parse_duration
@@ -85,6 +87,52 @@ def _optional_int(opts: dict[str, str], key: str, _default: None = None, minimum
     return _int(opts, key, 0, minimum) if key.lower() in opts else None
 
 
+def _identify_ms(opts: dict[str, str], key: str, _default: None = None) -> int | None:
+    """An IDENTIFY interval in milliseconds: a Go duration or milliseconds, or -1 to turn it off (nsqd's -1)."""
+    if opts.get(key.lower(), "").strip() == "-1":
+        return -1
+    seconds = _seconds(opts, key, None)
+    return None if seconds is None else round(seconds * 1000)
+
+
+def _pattern(opts: dict[str, str], key: str, _default: None = None) -> str | None:
+    """A regular expression, checked here so that a typo fails when Spark plans the query."""
+    raw = opts.get(key.lower())
+    if raw is None:
+        return None
+    try:
+        re.compile(raw)
+    except re.error as err:
+        raise OptionError(f"option {key!r} is not a regular expression: {err}") from None
+    if not raw:
+        raise OptionError(f"option {key!r} must not be empty")
+    return raw
+
+
+def _starting_offsets(opts: dict[str, str], key: str, default: str) -> str:
+    value = opts.get(key.lower(), default).strip().lower()
+    if value not in ("earliest", "latest"):
+        raise OptionError(f"option {key!r} must be earliest or latest, not {opts[key.lower()]!r}")
+    return value
+
+
+def _timestamp_ns(opts: dict[str, str], key: str, _default: None = None) -> int | None:
+    """Epoch milliseconds (as Kafka's timestamp options) or ISO-8601 with its offset (`2026-01-31T12:00:00Z`)."""
+    raw = opts.get(key.lower())
+    if raw is None:
+        return None
+    text = raw.strip()
+    if text.isdigit():
+        return int(text) * 1_000_000
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise OptionError(f"option {key!r} must be epoch milliseconds or an ISO-8601 time, not {raw!r}") from None
+    if moment.tzinfo is None:
+        raise OptionError(f"option {key!r}: give the time's offset from UTC, as in {text}Z or {text}+02:00")
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+
+
 Reader = Callable[..., Any]
 
 
@@ -123,6 +171,15 @@ class ConnectOptions:
     deflate_level: int = option("deflate_level", _int, 6, minimum=1)
     auth_secret: str | None = option("auth_secret", _text)
     msg_timeout: float | None = option("msg_timeout", _seconds)
+    # -- IDENTIFY's settings, passed through so that operators see and tune the connections (nsqadmin, /stats) --
+    client_id: str | None = option("client_id", _text)
+    hostname: str | None = option("hostname", _text)
+    #: milliseconds, -1 off; nsqd's default is half its --client-timeout (30s)
+    heartbeat_interval: int | None = option("heartbeat_interval", _identify_ms)
+    #: milliseconds, -1 off; nsqd's default is its --output-buffer-timeout (250ms)
+    output_buffer_timeout: int | None = option("output_buffer_timeout", _identify_ms)
+    #: percent of the channel's messages nsqd delivers on this connection (0: all)
+    sample_rate: int | None = option("sample_rate", _optional_int, minimum=0)
 
     @classmethod
     def parse(cls, opts: dict[str, str]) -> ConnectOptions:
@@ -135,6 +192,8 @@ class ConnectOptions:
             raise OptionError("'snappy' and 'deflate' cannot both be enabled")
         if parsed.msg_timeout is not None and parsed.msg_timeout < 1:
             raise OptionError("option 'msg_timeout' must be at least 1s (nsqd's minimum)")
+        if parsed.sample_rate is not None and parsed.sample_rate > 99:
+            raise OptionError(f"option 'sample_rate' must be 0-99 (percent), not {parsed.sample_rate}")
         return parsed
 
     def identify_fields(self) -> dict[str, object]:
@@ -144,6 +203,9 @@ class ConnectOptions:
             fields["deflate_level"] = self.deflate_level
         if self.msg_timeout is not None:
             fields["msg_timeout"] = int(self.msg_timeout * 1000)
+        passed = {"client_id": self.client_id, "hostname": self.hostname, "heartbeat_interval": self.heartbeat_interval,
+                  "output_buffer_timeout": self.output_buffer_timeout, "sample_rate": self.sample_rate}
+        fields.update({key: value for key, value in passed.items() if value is not None})
         return fields
 
 
@@ -165,15 +227,25 @@ def _alias(opts: dict[str, str], name: str, *aliases: str) -> dict[str, str]:
 
 
 def _topics(opts: dict[str, str]) -> tuple[str, ...]:
-    """`subscribe` (a comma list, as Kafka's) or `topic`."""
+    """`subscribe` (a comma list, as Kafka's) or `topic`; none with `subscribePattern`."""
     opts = _alias(opts, "subscribe", "topic")
     topics = tuple(dict.fromkeys(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()))
-    if not topics:
-        raise OptionError("set option 'subscribe' (or 'topic'): the topics to read")
+    if ("subscribepattern" in opts) == bool(topics):
+        raise OptionError("set exactly one of 'subscribe' (or 'topic') and 'subscribePattern': the topics to read")
     for topic in topics:
         if not is_valid_name(topic):
             raise OptionError(f"option 'subscribe' must list valid NSQ topic names, not {topic!r}")
     return topics
+
+
+def _dead_letter_name(topic: str, given: str | None) -> str:
+    """``given``, or `<topic>_dead_letter` when that is a valid topic name (not past 64 characters nor after
+    `#ephemeral`)."""
+    name = given or f"{topic}_dead_letter"
+    if not is_valid_name(name):
+        raise OptionError(f"the dead-letter topic of {topic!r} would be {name!r}, not a valid NSQ topic name: set "
+                          f"option 'deadLetterTopic'")
+    return name
 
 
 #: where the executors read: their own subscriptions (replayable), or the driver's one (see docs/spark.md)
@@ -188,19 +260,26 @@ class ReadOptions:
     channel: str
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     read_mode: str = "executors"
+    #: a regular expression over the topics lookupd (or each nsqd) knows, instead of `topics`; asked each trigger
+    subscribe_pattern: str | None = option("subscribePattern", _pattern)
+    #: a new query (no checkpoint) reads the channel as it is (earliest), or empties it first (latest)
+    starting_offsets: str = option("startingOffsets", _starting_offsets, "earliest")
+    #: with trigger(availableNow=True): read what was published up to here (ns since the epoch), at most to the start
+    ending_timestamp_ns: int | None = option("endingTimestamp", _timestamp_ns)
     #: rows per micro-batch (Kafka's maxOffsetsPerTrigger); None reads what the channels hold
     max_offsets_per_trigger: int | None = option("maxOffsetsPerTrigger", _optional_int)
     #: fewer rows than this wait for more, up to max_trigger_delay after the last batch
     min_offsets_per_trigger: int | None = option("minOffsetsPerTrigger", _optional_int)
     max_trigger_delay: float = option("maxTriggerDelay", _seconds, 15 * 60.0)
     max_bytes_per_trigger: int | None = option("maxBytesPerTrigger", _optional_int)
-    #: partitions per micro-batch (spread over the nsqd nodes by their share); None: one per nsqd and topic
+    #: partitions per micro-batch (spread over the nsqd nodes by their share); None: the driver's cores
     min_partitions: int | None = option("minPartitions", _optional_int)
-    #: an nsqd that cannot be reached fails the query (true), or is skipped until it comes back (false)
+    #: an nsqd or lookupd that cannot be reached fails the query (true), or is skipped until it answers (false)
     fail_on_unreachable: bool = option("failOnUnreachable", _bool, False)
     #: a task ends its slice when no message came for this long
     poll_timeout: float = option("pollTimeout", _positive_seconds, 0.5)
-    #: messages delivered more often than this go to dead_letter_topic (0: no limit)
+    #: messages delivered more often than this are suspects, tried apart; one a task died holding alone goes to
+    #: dead_letter_topic (trials.py; 0: no limit)
     max_attempts: int = option("maxAttempts", _int, 0)
     dead_letter_topic: str | None = None
     #: where executors publish the slices they read (a path or file://, hdfs://, s3:// URI; relative to the
@@ -229,7 +308,7 @@ class ReadOptions:
         return self.topics[0]
 
     def dead_letter_for(self, topic: str) -> str:
-        return self.dead_letter_topic or f"{topic}_dead_letter"
+        return _dead_letter_name(topic, self.dead_letter_topic)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -244,8 +323,8 @@ class ReadOptions:
         if mode not in READ_MODES:
             raise OptionError(f"option 'readMode' must be one of {', '.join(READ_MODES)}, not {mode!r}")
         topics = _topics(opts)
-        if mode == "driver" and len(topics) > 1:
-            raise OptionError("readMode=driver reads one topic: give each topic its own query")
+        if mode == "driver" and len(topics) != 1:
+            raise OptionError("readMode=driver reads one topic (no 'subscribePattern'): give each topic its own query")
         dead_letter = opts.get("deadlettertopic") or None
         if dead_letter is not None and not is_valid_name(dead_letter):
             raise OptionError(f"option 'deadLetterTopic' must be a valid NSQ topic name, not {dead_letter!r}")
@@ -253,6 +332,9 @@ class ReadOptions:
                       "num_partitions")
         connect = ConnectOptions.parse(opts)
         declared = _read_declared(cls, opts)
+        if declared["max_attempts"]:  # topics found by subscribePattern are checked when their tasks start
+            for topic in topics:
+                _dead_letter_name(topic, dead_letter)
         batch = declared["max_offsets_per_trigger"] or cls.max_messages_per_batch
         return cls(topics=topics, channel=channel, connect=connect, read_mode=mode, dead_letter_topic=dead_letter,
                    max_messages_per_batch=batch, max_in_flight=_int(opts, "max_in_flight", 3 * batch, minimum=1),

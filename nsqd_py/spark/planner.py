@@ -1,30 +1,41 @@
 """The driver's half of an executor-mode read: what each channel holds, and how a micro-batch splits it into slices.
 
-The driver never subscribes. Each trigger it reads `/stats` of every nsqd that has a subscribed topic (from the
-configured addresses or lookupd), creating the channel where it does not exist yet (as a first SUB would, so that
-messages published from now on are kept for it), and splits the batch's row quota over the nsqd by channel depth and
-over partitions within each nsqd.
+The driver never subscribes. Each trigger it surveys every nsqd that has a subscribed topic (from the configured
+addresses or lookupd), all at once with one overall timeout, reading `/stats` and creating the channel where it does
+not exist yet (as a first SUB would, so that messages published from now on are kept for it). It splits the batch's
+row quota over the channels by depth, never past a channel's depth, rotating the odd rows by batch number so that no
+channel starves, and the partitions over the channels by their share.
+
+nsqd's `message_count` of a channel counts the messages put into it (published, or moved in from the topic's queue),
+never a requeue or a timeout, in Go's nsqd and in ours alike: so the messages still pending from before a snapshot are
+what is pending now less what entered since (`backlog_before`), which is how availableNow knows when it is done.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import os
+import re
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import requests
 
 from ..client.connection import split_address
 from ..client.errors import HTTPError
-from ..client.http import DEFAULT_TIMEOUT, endpoint, nsqd_stats
+from ..client.http import endpoint, nsqd_stats
 from ..go.gocompat import join_host_port
-from .discovery import topic_nodes
-from .options import ConnectOptions, OptionError
+from .discovery import lookup_nodes, parallel
+from .options import OptionError, ReadOptions
 
 log = logging.getLogger(__name__)
 
 
 class UnreachableError(ConnectionError):
-    """An nsqd did not answer, and failOnUnreachable asks to fail rather than wait for it."""
+    """An nsqd or lookupd did not answer, and failOnUnreachable (or availableNow) asks to fail rather than skip it."""
 
 
 @dataclass(frozen=True)
@@ -37,19 +48,103 @@ class ChannelState:
     in_flight: int = 0
     deferred: int = 0
     requeued: int = 0
+    #: messages put into the channel since nsqd started (a requeue is not counted)
+    message_count: int = 0
+    #: messages still in the topic's own queue (no channel yet, or a paused topic): every channel gets them
+    topic_depth: int = 0
+    paused: bool = False
+    #: nsqd's start_time: after a restart message_count counts from 0 again
+    started: int = 0
+    http: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.topic, self.nsqd
+
+    @property
+    def readable(self) -> int:
+        """What a task can be given now."""
+        return 0 if self.paused else self.depth + self.topic_depth
+
+    @property
+    def pending(self) -> int:
+        return self.depth + self.in_flight + self.deferred + self.topic_depth
+
+    @property
+    def entered(self) -> int:
+        """Messages in the channel so far, counting those in the topic's queue, which will move in."""
+        return self.message_count + self.topic_depth
 
     def progress(self) -> dict[str, int]:
         return {"depth": self.depth, "inFlight": self.in_flight, "deferred": self.deferred,
                 "requeued": self.requeued}
 
 
-def nodes(connect: ConnectOptions, topic: str) -> list[tuple[str, str]]:
-    """(TCP, HTTP) address of every nsqd to read ``topic`` from; without nsqd_http_addresses the HTTP port is the
-    TCP port + 1 (nsqd's 4150/4151)."""
+def backlog_before(snapshot: ChannelState, now: ChannelState) -> int:
+    """Messages of ``snapshot`` still pending ``now``: pending less what entered since. A count that went back (nsqd
+    restarted, or the channel was deleted and made again) counts from 0."""
+    restarted = now.started != snapshot.started or now.entered < snapshot.entered
+    arrived = now.entered - (0 if restarted else snapshot.entered)
+    return max(0, now.pending - arrived)
+
+
+@dataclass(frozen=True)
+class Survey:
+    """Every reachable channel's state, and the nsqd (TCP) and lookupd addresses that did not answer."""
+
+    states: list[ChannelState]
+    unreachable: list[str]
+
+
+@dataclass(frozen=True)
+class _Node:
+    tcp: str
+    http: str
+    #: the HTTP address is the TCP port + 1, not one the user gave
+    guessed: bool = False
+
+
+def survey(opts: ReadOptions, strict: bool) -> Survey:
+    """Every nsqd's state of the channel for each subscribed topic, asked all at once within connect_timeout. One
+    that does not answer is skipped with a warning, or (``strict``) raises UnreachableError; an nsqd whose TCP port
+    answers but whose guessed HTTP port does not raises OptionError."""
+    deadline = time.monotonic() + opts.connect.connect_timeout
+    timeout = (min(2.0, opts.connect.connect_timeout), opts.connect.connect_timeout)
+    pattern = re.compile(opts.subscribe_pattern) if opts.subscribe_pattern else None
+    targets, unreachable = _targets(opts, pattern, deadline, timeout)
+    calls = {node: _node_call(node, topics, pattern, opts.channel, timeout) for node, topics in targets.items()}
+    answers, errors = parallel(calls, deadline)
+    for node, err in errors.items():
+        if isinstance(err, OptionError):
+            raise err
+        unreachable[node.tcp] = f"nsqd {node.tcp} (HTTP {node.http}): {err}"
+    if unreachable:
+        _unreachable(unreachable, strict)
+    states = sorted((s for found in answers.values() for s in found), key=lambda s: s.key)
+    return Survey(states, sorted(unreachable))
+
+
+def _unreachable(errors: dict[str, str], strict: bool) -> None:
+    text = "; ".join(sorted(errors.values()))
+    if strict:
+        raise UnreachableError(f"cannot be reached: {text}")
+    log.warning("skipped until they answer: %s", text)
+
+
+def _targets(opts: ReadOptions, pattern: re.Pattern[str] | None, deadline: float, timeout: tuple[float, float],
+             ) -> tuple[dict[_Node, set[str] | None], dict[str, str]]:
+    """The nsqd to ask, each with its topics (None: those of its own that match the pattern), and the lookupds that
+    did not answer."""
+    connect = opts.connect
     if connect.lookupd_http_addresses:
-        return sorted(topic_nodes(connect.lookupd_http_addresses, topic))
-    http = connect.nsqd_http_addresses or tuple(_next_port(a) for a in connect.nsqd_tcp_addresses)
-    return list(zip(connect.nsqd_tcp_addresses, http, strict=True))
+        found, failed = lookup_nodes(connect.lookupd_http_addresses, opts.topics, pattern, deadline, timeout)
+        nodes: dict[_Node, set[str] | None] = {_Node(tcp, http): topics for (tcp, http), topics in found.items()}
+        return nodes, {lookupd: f"lookupd {lookupd}: {err}" for lookupd, err in failed.items()}
+    given = connect.nsqd_http_addresses
+    http = given or tuple(_next_port(a) for a in connect.nsqd_tcp_addresses)
+    wanted = None if pattern is not None else set(opts.topics)
+    return {_Node(tcp, address, not given): wanted
+            for tcp, address in zip(connect.nsqd_tcp_addresses, http, strict=True)}, {}
 
 
 def _next_port(tcp_address: str) -> str:
@@ -59,62 +154,129 @@ def _next_port(tcp_address: str) -> str:
     return join_host_port(target[0], target[1] + 1)
 
 
-def channel_state(tcp: str, http: str, topic: str, channel: str) -> ChannelState:
-    """Raises HTTPError when nsqd cannot be asked."""
-    stats = nsqd_stats(http, topic, channel, include_clients=False)
-    for found in stats.get("topics") or []:
-        if found.get("topic_name") != topic:
-            continue
-        for chan in found.get("channels") or []:
-            if chan.get("channel_name") == channel:
-                return ChannelState(topic, tcp, int(chan["depth"]), int(chan["in_flight_count"]),
-                                    int(chan["deferred_count"]), int(chan["requeue_count"]))
-        _post(http, "/channel/create", topic, channel)
-        return ChannelState(topic, tcp, int(found.get("depth", 0)))  # moves to the new channel
-    _post(http, "/topic/create", topic)
-    _post(http, "/channel/create", topic, channel)
-    return ChannelState(topic, tcp, 0)
+def _node_call(node: _Node, topics: set[str] | None, pattern: re.Pattern[str] | None, channel: str,
+               timeout: tuple[float, float]) -> Callable[[], list[ChannelState]]:
+    def ask() -> list[ChannelState]:
+        try:
+            return _node_states(node, topics, pattern, channel, timeout)
+        except HTTPError:
+            if node.guessed and _answers_tcp(node.tcp, timeout[0]):
+                raise OptionError(f"nsqd {node.tcp} answers on TCP but not on HTTP at {node.http} (its TCP port + 1): "
+                                  f"give its HTTP address in 'nsqd_http_addresses'") from None
+            raise
+    return ask
 
 
-def _post(http: str, path: str, topic: str, channel: str = "") -> None:
+def _answers_tcp(address: str, timeout: float) -> bool:
+    """Something listens on the (host, port) address: a guessed HTTP port that fails is then the wrong one."""
+    target = split_address(address)
+    assert not isinstance(target, str)  # a unix socket has no guessed HTTP address
+    try:
+        socket.create_connection(target, timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def _node_states(node: _Node, topics: set[str] | None, pattern: re.Pattern[str] | None, channel: str,
+                 timeout: tuple[float, float]) -> list[ChannelState]:
+    """One `/stats` of the node (of the one topic, when only one is wanted), creating missing topics and channels."""
+    only = next(iter(topics)) if topics is not None and len(topics) == 1 else ""
+    stats = nsqd_stats(node.http, only, include_clients=False, timeout=timeout)
+    found = {t["topic_name"]: t for t in stats.get("topics") or []}
+    if topics is None:
+        assert pattern is not None
+        topics = {name for name in found if pattern.fullmatch(name)}
+    started = int(stats.get("start_time") or 0)
+    return [_channel_state(node, topic, channel, found.get(topic), started, timeout) for topic in sorted(topics)]
+
+
+def _channel_state(node: _Node, topic: str, channel: str, stats: dict[str, Any] | None, started: int,
+                   timeout: tuple[float, float]) -> ChannelState:
+    """The channel's state; a new channel inherits what waits in its topic's queue (those count as already there)."""
+    if stats is None:
+        _post(node.http, "/topic/create", timeout, topic)
+        stats = {}
+    for chan in stats.get("channels") or []:
+        if chan.get("channel_name") == channel:
+            return ChannelState(topic, node.tcp, int(chan["depth"]), int(chan["in_flight_count"]),
+                                int(chan["deferred_count"]), int(chan["requeue_count"]), int(chan["message_count"]),
+                                int(stats.get("depth", 0)), bool(chan.get("paused")), started, node.http)
+    _post(node.http, "/channel/create", timeout, topic, channel)
+    return ChannelState(topic, node.tcp, 0, topic_depth=int(stats.get("depth", 0)), started=started, http=node.http)
+
+
+def _post(http: str, path: str, timeout: tuple[float, float], topic: str, channel: str = "") -> None:
     url = endpoint(http, path)
     params = {"topic": topic, "channel": channel} if channel else {"topic": topic}
     try:
-        resp = requests.post(url, params=params, timeout=DEFAULT_TIMEOUT)
+        resp = requests.post(url, params=params, timeout=timeout)
     except requests.RequestException as err:
         raise HTTPError(f"POST {url} failed - {err}") from err
     if resp.status_code != 200:
         raise HTTPError(f"POST {resp.url} got status {resp.status_code}: {resp.text.strip()}", resp.status_code)
 
 
-def survey(connect: ConnectOptions, topics: tuple[str, ...], channel: str, strict: bool) -> list[ChannelState]:
-    """Every reachable nsqd's state of ``channel`` for each topic; an unreachable one is skipped with a warning, or
-    (``strict``) raises UnreachableError."""
-    states = []
-    for topic in topics:
-        for tcp, http in nodes(connect, topic):
-            try:
-                states.append(channel_state(tcp, http, topic, channel))
-            except HTTPError as err:
-                if strict:
-                    raise UnreachableError(f"nsqd {tcp} (HTTP {http}) cannot be reached: {err}") from err
-                log.warning("nsqd %s (HTTP %s) cannot be reached, reading the others: %s", tcp, http, err)
-    return states
+def skip_backlog(opts: ReadOptions) -> None:
+    """startingOffsets=latest: empty the channel on every nsqd (creating it first), so that a new query reads only
+    what is published from now on. A new channel's topic backlog moves in after the channel is made: it is emptied
+    again until the topics' queues are empty too (within connect_timeout)."""
+    if opts.starting_offsets != "latest":
+        return
+    deadline = time.monotonic() + opts.connect.connect_timeout
+    timeout = (min(2.0, opts.connect.connect_timeout), opts.connect.connect_timeout)
+    while True:
+        states = survey(opts, opts.fail_on_unreachable).states
+        calls = {s.key: _empty_call(s, opts.channel, timeout) for s in states}
+        _, errors = parallel(calls, deadline)
+        if errors:
+            _unreachable({nsqd: f"nsqd {nsqd}: {err}" for (_, nsqd), err in errors.items()}, opts.fail_on_unreachable)
+        moving = [s for s in states if s.topic_depth and not s.paused]
+        if not moving or time.monotonic() >= deadline:
+            log.info("startingOffsets=latest: emptied channel %s on %d nsqd channels", opts.channel, len(states))
+            return
+        time.sleep(0.05)
 
 
-def _shares(total: int, weights: list[int], minimum: int = 0) -> list[int]:
-    """``total`` split in proportion to ``weights`` (largest remainder), each at least ``minimum``."""
+def _empty_call(state: ChannelState, channel: str, timeout: tuple[float, float]) -> Callable[[], None]:
+    return lambda: _post(state.http, "/channel/empty", timeout, state.topic, channel)
+
+
+def default_partitions() -> int:
+    """Partitions per batch without minPartitions: the cores of the machine Spark plans on. A Python data source
+    cannot ask Spark for its parallelism (its reader runs in a Python worker with no SparkContext); in local mode
+    (`local[*]`) this is that parallelism, on a cluster set minPartitions to the executors' cores."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _apportion(total: int, weights: list[int], turn: int) -> list[int]:
+    """``total`` split in proportion to ``weights`` by largest remainder (exact integers). Equal remainders go first
+    to the entries from ``turn`` on (mod len), so that the batch number rotates who gets the odd one. When ``total``
+    is at most ``sum(weights)`` no entry gets more than its weight."""
     weight = sum(weights)
-    if weight <= 0:
+    if weight <= 0 or total <= 0:
         return [0] * len(weights)
-    exact = [total * w / weight for w in weights]
-    shares = [max(minimum, int(x)) for x in exact]
-    by_remainder = sorted(range(len(weights)), key=lambda i: exact[i] - int(exact[i]), reverse=True)
-    for i in by_remainder[: max(0, total - sum(shares))]:
+    parts = [divmod(total * w, weight) for w in weights]
+    shares = [whole for whole, _ in parts]
+    count = len(weights)
+    order = sorted(range(count), key=lambda i: (-parts[i][1], (i - turn) % count))
+    for i in order[: total - sum(shares)]:
         shares[i] += 1
-    while sum(shares) > total and max(shares) > minimum:  # the minimums overshot: the largest give back
-        shares[shares.index(max(shares))] -= 1
     return shares
+
+
+def _rows(depths: list[int], total: int, batch: int) -> list[int]:
+    """Rows per channel: one each and the rest by depth; when there are fewer rows than channels, one each for a
+    window of channels that moves on with the batch number (so that none starves)."""
+    count = len(depths)
+    if total < count:
+        first = batch * total % count
+        chosen = {(first + i) % count for i in range(total)}
+        return [1 if i in chosen else 0 for i in range(count)]
+    return [1 + extra for extra in _apportion(total - count, [d - 1 for d in depths], batch)]
 
 
 @dataclass(frozen=True)
@@ -138,20 +300,19 @@ class SliceSpec:
 
 
 def plan_slices(states: list[ChannelState], max_rows: int | None, max_bytes: int | None,
-                min_partitions: int | None) -> list[SliceSpec]:
-    """Split the batch: rows by channel depth over the nsqd, partitions by share (at least one per nsqd with rows),
-    then each nsqd's rows evenly over its partitions."""
-    holding = [s for s in states if s.depth > 0]
-    available = sum(s.depth for s in holding)
+                min_partitions: int | None, batch: int = 0) -> list[SliceSpec]:
+    """Split batch ``batch``: rows over the channels (never more than one holds), partitions by share (at least
+    one per channel with rows, at most one per row), then each channel's rows evenly over its partitions."""
+    holding = sorted((s for s in states if s.readable > 0), key=lambda s: s.key)
+    available = sum(s.readable for s in holding)
     total = available if max_rows is None else min(max_rows, available)
-    rows = _shares(total, [s.depth for s in holding], minimum=1 if total >= len(holding) else 0)
+    rows = _rows([s.readable for s in holding], total, batch)
     reading = [(state, share) for state, share in zip(holding, rows, strict=True) if share > 0]
-    count = max(min_partitions or 0, len(reading))
-    partitions = _shares(count, [share for _, share in reading], minimum=1)
+    count = min(max(min_partitions or 0, len(reading)), total)
+    extra = _apportion(count - len(reading), [share - 1 for _, share in reading], batch)
     specs = []
-    for (state, share), parts in zip(reading, partitions, strict=True):
-        parts = min(parts, share)
-        for index, quota in enumerate(_shares(share, [1] * parts)):
+    for (state, share), more in zip(reading, extra, strict=True):
+        for index, quota in enumerate(_apportion(share, [1] * (1 + more), batch)):
             byte_quota = max(1, max_bytes * quota // total) if max_bytes else 0
             specs.append(SliceSpec(state.topic, state.nsqd, index, quota, byte_quota))
     return specs

@@ -23,12 +23,24 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from .options import ReadOptions
-from .planner import ChannelState, SliceSpec, plan_slices, survey
+from .options import OptionError, ReadOptions
+from .planner import (
+    ChannelState,
+    SliceSpec,
+    Survey,
+    backlog_before,
+    default_partitions,
+    plan_slices,
+    skip_backlog,
+    survey,
+)
 from .slice_task import SlicePlan, SliceTask
 from .slices import DataLossError, SliceStore, resolve_location, slice_name
 
 log = logging.getLogger(__name__)
+
+#: how often availableNow looks again while what it still has to read is in flight or deferred
+_WAIT_INTERVAL = 1.0
 
 
 class SlicePartition(InputPartition):
@@ -63,19 +75,25 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.location = resolve_location(opts.write_ahead_location)
         #: with trigger(availableNow=True): only messages published up to here (ns since the epoch) are read
         self.cutoff_ns: int | None = None
-        #: batches planned since prepareForTriggerAvailableNow: one of them reading nothing ends the query
+        #: batches planned since prepareForTriggerAvailableNow (with an endingTimestamp before the start, one of them
+        #: reading nothing ends the query)
         self._available_now_batches: set[int] = set()
+        #: availableNow's survey just before its cutoff, by (topic, nsqd)
+        self._snapshot: dict[tuple[str, str], ChannelState] | None = None
+        #: availableNow ends when the snapshot's messages are gone by /stats' count (False: endingTimestamp before it)
+        self._by_count = True
+        self._backlog_skipped = False
         #: rows in the batches committed so far (counted before their slices go)
         self._committed_rows: dict[int, int] = {}
         self._last_plan: tuple[dict, dict] | None = None
         self._last_batch_at = time.monotonic()
-        self._states: list[ChannelState] = []
+        self._survey = Survey([], [])
 
     # -- planning (driver) --------------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
         start = _offset(uuid.uuid4().hex, 0, [], None, self.location, self.opts.channel)
-        SliceStore(self.location, start["query"]).mark()
+        self._skip_backlog()
         return start
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -83,8 +101,22 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadAllAvailable()
         return ReadMaxRows(self.opts.max_offsets_per_trigger)
 
+    def _skip_backlog(self) -> None:
+        """startingOffsets=latest, once: Spark calls initialOffset on every trigger until it plans the first batch,
+        and again to run it."""
+        if not self._backlog_skipped:
+            skip_backlog(self.opts)
+            self._backlog_skipped = True
+
     def prepareForTriggerAvailableNow(self) -> None:
-        self.cutoff_ns = time.time_ns()
+        """The snapshot first, the cutoff right after it: every message counted in the snapshot is then older than the
+        cutoff, so what availableNow waits for can be read (one published in between may be read, and counts as
+        newer). An nsqd or lookupd that cannot be asked fails it: it could not know what it has to read."""
+        self._snapshot = {s.key: s for s in survey(self.opts, strict=True).states}
+        now = time.time_ns()
+        ending = self.opts.ending_timestamp_ns
+        self.cutoff_ns = now if ending is None else min(ending, now)
+        self._by_count = self.cutoff_ns == now
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         _check_mode(start)
@@ -92,16 +124,13 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._last_plan[1]
         store = self._store(start.get("location", self.location), start["query"])
         batch = int(start["batch"])
-        # availableNow cannot tell what it has to read while an nsqd cannot be asked: it fails rather than end early
-        strict = self.opts.fail_on_unreachable or self.cutoff_ns is not None
-        self._states = survey(self.opts.connect, self.opts.topics, self.opts.channel, strict)
-        if self._available_now_finished(store, batch):
-            return start
-        available = sum(s.depth for s in self._states)
+        states = self._channels_to_read(store, batch)
+        available = sum(s.readable for s in states)
         if available == 0 or self._waits_for_more(available):
             return start
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        slices = plan_slices(self._states, max_rows, self.opts.max_bytes_per_trigger, self.opts.min_partitions)
+        partitions = self.opts.min_partitions or default_partitions()
+        slices = plan_slices(states, max_rows, self.opts.max_bytes_per_trigger, partitions, batch + 1)
         end = _offset(start["query"], batch + 1, slices, self.cutoff_ns, self.location, self.opts.channel)
         store.plan(batch + 1, [slice_name(s.topic, s.nsqd, s.index) for s in slices])  # before Spark logs the offset
         if self.cutoff_ns is not None:
@@ -113,8 +142,39 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _store(self, location: str, query: str) -> SliceStore:
         return SliceStore(location, query)
 
+    def _channels_to_read(self, store: SliceStore, batch: int) -> list[ChannelState]:
+        """Every channel; with availableNow those that still hold messages from before its cutoff, waiting while all
+        of those are in flight or deferred (they come back), and none when it is done."""
+        if self.cutoff_ns is None:
+            if self.opts.ending_timestamp_ns is not None:
+                raise OptionError("option 'endingTimestamp' applies to trigger(availableNow=True) only")
+            self._survey = survey(self.opts, self.opts.fail_on_unreachable)
+            return self._survey.states
+        while True:
+            self._survey = survey(self.opts, strict=True)
+            if self._available_now_finished(store, batch):
+                return []
+            states = [s for s in self._survey.states if self._before_cutoff(s) > 0]
+            if any(s.readable for s in states) or not self._by_count:
+                return states
+            log.info("availableNow waits for %d messages from before its start, in flight or deferred",
+                     sum(self._before_cutoff(s) for s in states))
+            time.sleep(_WAIT_INTERVAL)
+
+    def _before_cutoff(self, state: ChannelState) -> int:
+        """Messages from before availableNow's snapshot still pending in the channel (none in a channel the snapshot
+        did not see); with an endingTimestamp before the start, all pending messages."""
+        snapshot = (self._snapshot or {}).get(state.key)
+        if snapshot is None:
+            return 0
+        return backlog_before(snapshot, state) if self._by_count else state.pending
+
     def _available_now_finished(self, store: SliceStore, batch: int) -> bool:
-        """With availableNow, a batch of this run that read nothing means every admissible message was read."""
+        """availableNow is done when no channel holds messages from before its cutoff, as /stats counts them. With an
+        endingTimestamp before the start the count cannot tell the messages to read from those to skip: then a batch
+        of this run that read nothing ends it."""
+        if self._by_count:
+            return not any(self._before_cutoff(s) for s in self._survey.states)
         if batch not in self._available_now_batches:
             return False
         rows = self._committed_rows.get(batch)
@@ -128,14 +188,19 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return time.monotonic() - self._last_batch_at < self.opts.max_trigger_delay
 
     def reportLatestOffset(self) -> dict | None:
-        """What the query progress shows as the source's latestOffset: the lag, per topic and nsqd."""
-        if not self._states:
+        """What the query progress shows as the source's latestOffset: the lag, per topic and nsqd, the nodes that
+        did not answer the last survey, and with availableNow what it still has to read."""
+        states = self._survey.states
+        if not states and not self._survey.unreachable:
             return None
         topics: dict[str, dict[str, dict[str, int]]] = {}
-        for state in self._states:
+        for state in states:
             topics.setdefault(state.topic, {})[state.nsqd] = state.progress()
-        return {"depth": sum(s.depth for s in self._states), "inFlight": sum(s.in_flight for s in self._states),
-                "topics": topics}
+        report: dict = {"depth": sum(s.depth for s in states), "inFlight": sum(s.in_flight for s in states),
+                        "topics": topics, "unreachable": self._survey.unreachable}
+        if self._snapshot is not None:
+            report["beforeCutoff"] = sum(self._before_cutoff(s) for s in states)
+        return report
 
     def partitions(self, start: dict, end: dict) -> list[SlicePartition]:
         _check_mode(end)
@@ -168,7 +233,8 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batch = int(end["batch"])
         if batch in self._available_now_batches:
             self._committed_rows[batch] = store.batch_rows(batch) or 0
-        store.commit(batch, self.opts.min_batches_to_retain)
+        if end["slices"]:  # the initial offset, and batches Spark did not run, were never planned
+            store.commit(batch, self.opts.min_batches_to_retain)
 
     # -- reading (executors) ------------------------------------------------------------------------------------
 

@@ -6,26 +6,36 @@ publishes them as that chunk, and only then FINs them; an attempt that loses the
 messages back (REQ) and reads the winner's chunk instead. When the quota is reached, nsqd had nothing more for
 `pollTimeout`, or nsqd cannot be reached, the task publishes the slice's end. So every attempt of a partition, now or
 after a driver restart, yields the same rows, and no message is FINed before a published chunk holds it.
+
+While the task's rows go downstream, a keeper thread TOUCHes what it holds (`_Subscription`), so a slow stage does
+not make nsqd deliver those messages again. With maxAttempts, messages delivered that often are tried apart, and
+only those a task died holding alone are dead-lettered (trials.py, dead_letter.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..client.connection import Connection
+from ..client.connection import Connection, Frame
 from ..client.errors import NSQConnectionError, NSQError, ServerError
-from ..client.protocol import Message, command, id_commands
+from ..client.protocol import CLOSE_WAIT, Message, Response, command, id_commands
 from .connect import open_connection
+from .dead_letter import DeadLetter, DeadLetterError, DeadLetterProducer
 from .options import ReadOptions
 from .schema import ARROW_SCHEMA, message_table
 from .slices import SliceStore
+from .trials import Trial, Trials, forget
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +44,10 @@ class BatchClosedError(RuntimeError):
     """This attempt outlived its batch: Spark committed the batch with another attempt's rows."""
 
 _DEFAULT_MAX_RDY = 2500
+#: nsqd's defaults, for an nsqd whose IDENTIFY answer leaves them out
+_DEFAULT_MSG_TIMEOUT_MS = 60_000
+_DEFAULT_MAX_MSG_TIMEOUT_MS = 15 * 60_000
+_DEFAULT_HEARTBEAT_S = 30.0
 #: a chunk stops growing past this many body bytes (it is built in the task's memory)
 _CHUNK_BYTES = 64 * 1024 * 1024
 
@@ -57,7 +71,14 @@ class SlicePlan:
 
 class _Subscription:
     """The task's connection to its nsqd: messages come in RDY-sized steps, and what the task does not use (beyond
-    its quota, or published after an availableNow cutoff) goes back with REQ when it ends."""
+    its quota, or published after an availableNow cutoff) goes back with REQ when it ends.
+
+    Between its steps the task is elsewhere: its rows go downstream (a UDF, a sink, an S3 write may take minutes)
+    or a chunk is being written. Meanwhile a keeper thread reads what nsqd sends (answering heartbeats) and TOUCHes
+    every message the task holds (the chunk in hand, the next one nsqd already sent, availableNow's later ones),
+    so none reaches msg_timeout. TOUCH cannot extend a message past nsqd's --max-msg-timeout: the keeper hands
+    back (REQ) a message not in hand before it gets there, and a chunk stops growing at half of it.
+    """
 
     def __init__(self, plan: SlicePlan, opts: ReadOptions, cutoff_ns: int | None) -> None:
         self.plan = plan
@@ -69,8 +90,23 @@ class _Subscription:
         self.pending: deque[Message] = deque()
         #: published after the cutoff: never handed out
         self.held: list[Message] = []
+        #: handed out by `take`, not settled yet
+        self.in_hand: list[Message] = []
+        #: the suspects in hand are being tried (trials.py)
+        self.trial: Trial | None = None
+        self.handed_back = self.dead_lettered = self.fin_failed = self.finished = 0
+        #: guards the connection's reads, `pending`, `held` and `in_hand` against the keeper
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._keeper: threading.Thread | None = None
+        #: seconds between the keeper's rounds, and the most a message not in hand is held
+        self._interval = self._max_hold = 0.0
+        #: when the keeper first saw each message not in hand
+        self._seen: dict[bytes, float] = {}
 
     def open(self) -> None:
+        if self.opts.max_attempts:
+            self.opts.dead_letter_for(self.plan.topic)  # a topic found by subscribePattern: fail before reading
         conn = open_connection(self.plan.nsqd, self.opts.connect)
         try:
             conn.sub(self.plan.topic, self.plan.channel or self.opts.channel)
@@ -79,79 +115,232 @@ class _Subscription:
             raise
         self.conn = conn
         self.max_rdy = max(1, int(conn.negotiated.get("max_rdy_count", _DEFAULT_MAX_RDY)))
+        self._start_keeper(conn.negotiated)
 
     def take(self, limit: int, max_bytes: int) -> tuple[list[Message], bool]:
         """Up to ``limit`` messages (or ``max_bytes`` of bodies) and whether nsqd went quiet for pollTimeout first."""
         if self.conn is None:
             self.open()
-        assert self.conn is not None
+        conn = self.conn
+        assert conn is not None
         limit = min(limit, self.max_rdy - len(self.held))  # nsqd sends no more than RDY unsettled messages
         if limit <= 0:
             return [], True
-        self.conn.send(command("RDY", str(limit + len(self.held))))
+        with self._lock:  # the keeper sends TOUCH on the same socket
+            conn.send(command("RDY", str(limit + len(self.held))))
         taken: list[Message] = []
+        self.in_hand = taken
         size = 0
-        while len(taken) < limit and size < max_bytes:
-            if not self.pending:
-                self._receive(self.conn)
+        stop_at = time.monotonic() + self._max_hold / 2
+        while len(taken) < limit and size < max_bytes and time.monotonic() < stop_at:
+            with self._lock:
                 if not self.pending:
-                    return taken, True
+                    self._receive(conn)
+                    if not self.pending:
+                        return taken, True
+                size = self._hand_out(taken, limit, max_bytes, size)
+        return taken, False
+
+    def _hand_out(self, taken: list[Message], limit: int, max_bytes: int, size: int) -> int:
+        """Move pending messages into ``taken`` (or `held`, past the cutoff) up to the limits; the new size."""
+        while self.pending and len(taken) < limit and size < max_bytes:
             msg = self.pending.popleft()
             if self.cutoff_ns is not None and msg.timestamp > self.cutoff_ns:
                 self.held.append(msg)
                 continue
             taken.append(msg)
             size += len(msg.body)
-        return taken, False
+        return size
 
     def _receive(self, conn: Connection) -> None:
         frame = conn.read_frame(self.opts.poll_timeout)
-        frames = [] if frame is None else [frame, *conn.read_frames()]
+        self._absorb([] if frame is None else [frame, *conn.read_frames()])
+
+    def _absorb(self, frames: list[Frame]) -> None:
         for item in frames:
             if isinstance(item, Message):
                 self.pending.append(item)
             elif isinstance(item, ServerError):
-                log.log(logging.ERROR if item.fatal else logging.DEBUG, "nsqd %s: %s", self.plan.nsqd, item)
+                self._note(item)
+
+    def _note(self, err: ServerError) -> None:
+        """An error frame: E_FIN_FAILED means nsqd had taken the message back (timed out, handed to another
+        consumer) although a published chunk holds it, so it comes again: counted, and reported at the end."""
+        if err.code == "E_FIN_FAILED":
+            self.fin_failed += 1
+        log.log(logging.ERROR if err.fatal else logging.DEBUG, "nsqd %s: %s", self.plan.nsqd, err)
+
+    def put_back(self, messages: list[Message]) -> None:
+        """Return messages in hand to the front of `pending`: the next take hands them out first."""
+        ids = {m.id for m in messages}
+        with self._lock:
+            self.in_hand = [m for m in self.in_hand if m.id not in ids]
+            self.pending.extendleft(reversed(messages))
 
     def settle(self, finished: list[Message], next_limit: int) -> None:
-        """FIN what a published chunk holds, first lowering RDY to what the next chunk may take."""
+        """FIN what a published chunk holds, first setting RDY to what the next chunk may take: nsqd sends the next
+        chunk while these rows go downstream, and the keeper TOUCHes it meanwhile."""
+        self._release(finished)
         if self.conn is None:
             return
         rdy = min(self.max_rdy, next_limit + len(self.held))
         try:
-            self.conn.send(command("RDY", str(rdy)) + id_commands("FIN", [m.id for m in finished]))
+            with self._lock:
+                self.conn.send(command("RDY", str(rdy)) + id_commands("FIN", [m.id for m in finished]))
+            self.finished += len(finished)
         except NSQConnectionError as err:  # published but not FINed: nsqd delivers them again after msg_timeout
             log.warning("could not FIN %d published messages on %s: %s", len(finished), self.plan.nsqd, err)
             self.close()
 
     def requeue(self, messages: list[Message]) -> None:
         """Hand back a chunk this attempt could not publish (RDY 0 first: the next chunk may come from storage)."""
+        self._release(messages)
         if self.conn is not None and messages:
             try:
-                self.conn.send(command("RDY", "0") + id_commands("REQ", [m.id for m in messages], "0"))
+                with self._lock:  # the keeper sends and counts too
+                    self.conn.send(command("RDY", "0") + id_commands("REQ", [m.id for m in messages], "0"))
+                    self.handed_back += len(messages)
             except NSQConnectionError:  # nsqd requeues them after msg_timeout
                 self.close()
 
+    def _release(self, messages: list[Message]) -> None:
+        """``messages`` leave the task's hands (FIN or REQ follows): the keeper stops TOUCHing them, and a trial
+        of them ended with the task alive."""
+        ids = {m.id for m in messages}
+        with self._lock:
+            self.in_hand = [m for m in self.in_hand if m.id not in ids]
+        self._end_trial()
+
+    def _end_trial(self) -> None:
+        trial, self.trial = self.trial, None
+        if trial is None:
+            return
+        try:
+            trial.end()
+        except OSError as err:  # the write-ahead location fails: the trial stays, as if the task had died
+            log.warning("could not remove trial %s from the write-ahead location: %s", trial.path, err)
+
     def dead_letter(self, messages: list[Message]) -> None:
-        """Publish to the dead-letter topic, then FIN: a message over maxAttempts stops failing batches."""
+        """Publish ``messages`` to the dead-letter topic, each in its envelope (dead_letter.py), FINing those of
+        each MPUB nsqd took. If that fails the task fails: everything it holds goes back (with the trials that
+        condemned them), and the next delivery tries again."""
         topic = self.opts.dead_letter_for(self.plan.topic)
-        with open_connection(self.plan.nsqd, self.opts.connect) as producer:
-            producer.mpub(topic, [m.body for m in messages])
-        log.warning("%d messages of %s delivered more than %d times: moved to %s", len(messages), self.plan.topic,
-                    self.opts.max_attempts, topic)
+        channel = self.plan.channel or self.opts.channel
+        letters = [DeadLetter.of(m, self.plan.topic, channel, self.plan.nsqd) for m in messages]
+        producer = DeadLetterProducer(self.plan.nsqd, self.opts.connect)  # one per call: idle, it misses heartbeats
+        done = 0
+        try:
+            for count in producer.publish(topic, letters):
+                self._fin_dead(messages[done : done + count])
+                done += count
+        except (NSQError, OSError) as err:
+            self.put_back(self.in_hand)
+            raise DeadLetterError(
+                f"could not publish {len(messages) - done} messages of topic {self.plan.topic} to the dead-letter "
+                f"topic {topic} on nsqd {self.plan.nsqd}: {err}; the task hands back the "
+                f"{len(self.pending) + len(self.held)} messages it holds (the dead letters among them go out when "
+                f"nsqd delivers them again)") from err
+        finally:
+            producer.close()
+        log.warning("%d messages of %s on %s failed their trial alone (a task died holding just each of them): moved "
+                    "to %s", len(messages), self.plan.topic, self.plan.nsqd, topic)
+
+    def _fin_dead(self, messages: list[Message]) -> None:
+        ids = {m.id for m in messages}
         assert self.conn is not None
-        self.conn.send(id_commands("FIN", [m.id for m in messages]))
+        with self._lock:
+            self.in_hand = [m for m in self.in_hand if m.id not in ids]
+            self.conn.send(id_commands("FIN", list(ids)))
+        self.dead_lettered += len(messages)
+        self.finished += len(messages)
+
+    # -- the keeper -------------------------------------------------------------------------------------------
+
+    def _start_keeper(self, negotiated: dict[str, Any]) -> None:
+        """Rounds often enough that a message is TOUCHed well within msg_timeout (a round may wait pollTimeout for a
+        take) and a heartbeat is answered within nsqd's two heartbeat intervals."""
+        msg_timeout = negotiated.get("msg_timeout", _DEFAULT_MSG_TIMEOUT_MS) / 1000
+        heartbeat = self.opts.connect.heartbeat_interval
+        heartbeat_s = _DEFAULT_HEARTBEAT_S if heartbeat is None else heartbeat / 1000 if heartbeat > 0 else math.inf
+        self._interval = min(msg_timeout / 3, heartbeat_s / 2)
+        max_msg_timeout = negotiated.get("max_msg_timeout", _DEFAULT_MAX_MSG_TIMEOUT_MS) / 1000
+        self._max_hold = max(self._interval, max_msg_timeout - 3 * self._interval)
+        self._stop.clear()
+        self._keeper = threading.Thread(target=self._keep, name=f"nsq-keeper {self.plan.nsqd}", daemon=True)
+        self._keeper.start()
+
+    def _keep(self) -> None:
+        while not self._stop.wait(self._interval):
+            with self._lock:
+                conn = self.conn
+                if conn is None:
+                    return
+                try:
+                    self._keep_round(conn)
+                except (NSQError, OSError) as err:  # the task finds the connection broken at its next step
+                    log.debug("keeper of %s stops: %s", self.plan.nsqd, err)
+                    return
+
+    def _keep_round(self, conn: Connection) -> None:
+        while frames := conn.read_frames():
+            self._absorb(frames)
+        self._hand_back_old(conn)
+        held = [m.id for m in (*self.in_hand, *self.pending, *self.held)]
+        if held:
+            conn.send(id_commands("TOUCH", held))
+
+    def _hand_back_old(self, conn: Connection) -> None:
+        """REQ the messages not in hand that nsqd would soon time out whatever the TOUCHes (--max-msg-timeout)."""
+        now = time.monotonic()
+        self._seen = {m.id: self._seen.get(m.id, now) for m in (*self.pending, *self.held)}
+        old = {msg_id for msg_id, seen in self._seen.items() if now - seen >= self._max_hold}
+        if not old:
+            return
+        self.pending = deque(m for m in self.pending if m.id not in old)
+        self.held = [m for m in self.held if m.id not in old]
+        conn.send(id_commands("REQ", list(old), "0"))
+        self.handed_back += len(old)
+
+    def _stop_keeper(self) -> None:
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            self._stop.set()
+            keeper.join()
+
+    # -- the end ----------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Hand back what was delivered and not published, and disconnect."""
+        """Hand back what was delivered and not published, and disconnect; the FINs nsqd refused are counted until
+        it confirms the close (CLS), and reported."""
+        self._stop_keeper()
+        self._end_trial()
         conn, self.conn = self.conn, None
         if conn is None:
             return
         unused, self.held = [*self.pending, *self.held], []
         self.pending.clear()
-        with contextlib.suppress(NSQConnectionError):  # else nsqd requeues them after msg_timeout
-            conn.send(command("RDY", "0") + id_commands("REQ", [m.id for m in unused], "0"))
+        with contextlib.suppress(NSQError, OSError):  # else nsqd requeues them after msg_timeout
+            conn.send(command("RDY", "0") + id_commands("REQ", [m.id for m in unused], "0") + command("CLS"))
+            self.handed_back += len(unused)
+            self._drain(conn)
         conn.close()
+        if self.fin_failed:
+            log.warning("%d FIN of %d sent to nsqd %s (topic %s, batch %d, slice %d) failed: nsqd had taken those "
+                        "messages back, so it delivers them again although a published chunk holds them",
+                        self.fin_failed, self.finished, self.plan.nsqd, self.plan.topic, self.plan.batch,
+                        self.plan.index)
+
+    def _drain(self, conn: Connection) -> None:
+        """Read until nsqd's CLOSE_WAIT: error frames for the last FINs, and REQ what was still on its way."""
+        deadline = time.monotonic() + self.opts.connect.connect_timeout
+        while (frame := conn.read_frame(max(0.0, deadline - time.monotonic()))) is not None:
+            if isinstance(frame, Response) and frame.data == CLOSE_WAIT:
+                return
+            if isinstance(frame, Message):
+                conn.send(id_commands("REQ", [frame.id], "0"))
+                self.handed_back += 1
+            elif isinstance(frame, ServerError):
+                self._note(frame)
 
 
 def _body_bytes(table: pa.Table) -> int:
@@ -233,18 +422,38 @@ class SliceTask:
         return table
 
     def _take(self, limit: int, max_bytes: int) -> list[Message]:
-        """One chunk's messages from nsqd; marks the slice done when nsqd is quiet or unreachable."""
+        """One chunk's messages from nsqd, or a trial of suspects on their own (trials.py); marks the slice done
+        when nsqd is quiet or unreachable."""
+        while True:
+            try:
+                messages, quiet = self.subscription.take(limit, max_bytes)
+            except (NSQError, OSError) as err:
+                return self._unreachable(err)
+            if self.opts.max_attempts and any(m.attempts > self.opts.max_attempts for m in messages):
+                messages = self._suspects_apart(messages)
+            self.done_reading = (quiet and not self.subscription.pending) or len(messages) >= self._remaining()[0]
+            if messages or self.done_reading:  # else all were dead letters: take again
+                return messages
+
+    def _suspects_apart(self, messages: list[Message]) -> list[Message]:
+        """Dead-letter the suspects whose trial alone stayed, and return the next trial on its own (the other
+        messages wait in front of the next take), or the messages left when there is none."""
+        trials = Trials(self.store, self.plan.topic, self.plan.nsqd)
         try:
-            messages, quiet = self.subscription.take(limit, max_bytes)
-        except (NSQError, OSError) as err:
-            return self._unreachable(err)
-        self.done_reading = quiet or len(messages) >= self._remaining()[0]
-        if not self.opts.max_attempts:
-            return messages
-        dead = [m for m in messages if m.attempts > self.opts.max_attempts]
-        if dead:
-            self.subscription.dead_letter(dead)
-        return [m for m in messages if m.attempts <= self.opts.max_attempts]
+            failed = trials.failed()
+            verdicts = trials.judge([m for m in messages if m.attempts > self.opts.max_attempts], failed)
+            if verdicts.dead:
+                self.subscription.dead_letter(verdicts.dead)
+                forget(frozenset(m.id for m in verdicts.dead), failed)
+            tried = verdicts.next_trial()
+            if tried:
+                trial_ids = {m.id for m in tried}
+                self.subscription.put_back([m for m in self.subscription.in_hand if m.id not in trial_ids])
+                self.subscription.trial = trials.start(tried, failed)
+        except OSError:  # the write-ahead location fails: hand everything back
+            self.subscription.put_back(self.subscription.in_hand)
+            raise
+        return list(self.subscription.in_hand)
 
     def _unreachable(self, err: Exception) -> list[Message]:
         """nsqd went away mid-slice: what it delivered unpublished comes back after msg_timeout. The slice ends here
@@ -257,3 +466,16 @@ class SliceTask:
         self.done_reading = True
         return []
 
+    @property
+    def handed_back(self) -> int:
+        """Messages this task gave back to nsqd unread (REQ): past its quota or the cutoff, a lost race."""
+        return self.subscription.handed_back
+
+    @property
+    def dead_lettered(self) -> int:
+        return self.subscription.dead_lettered
+
+    @property
+    def fin_failed(self) -> int:
+        """FINs nsqd refused: those messages come again although a published chunk holds them."""
+        return self.subscription.fin_failed

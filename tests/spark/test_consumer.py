@@ -73,7 +73,9 @@ DECLARED = {
                   "maxBytesPerTrigger": ("100", 100), "minPartitions": ("5", 5), "failOnUnreachable": ("on", True),
                   "pollTimeout": ("0", 0.5), "maxAttempts": ("4", 4), "writeAheadLocation": ("/w", "/w"),
                   "max_in_flight_bytes": ("1000", 1000), "idle_timeout": ("0", 0.0),
-                  "lookupd_poll_interval": ("1500", 1.5)},
+                  "lookupd_poll_interval": ("1500", 1.5), "subscribePattern": ("t.*", "t.*"),
+                  "startingOffsets": ("Latest", "latest"), "endingTimestamp": ("1700000000000", 1700000000000 * 10**6),
+                  "minBatchesToRetain": ("3", 3), "failOnDataLoss": ("off", False)},
     WriteOptions: {"mpub_max_messages": ("9", 9), "mpub_max_bytes": ("99", 99), "mpub_window": ("1", 1)},
     ConnectOptions: {"nsqd_tcp_addresses": ("h:1, h:2", ("h:1", "h:2")),
                      "nsqd_http_addresses": ("h:3,h:4", ("h:3", "h:4")), "lookupd_http_addresses": ("", ()),
@@ -81,7 +83,9 @@ DECLARED = {
                      "tls_ca_file": ("ca", "ca"), "tls_cert_file": ("", None), "tls_key_file": ("k", "k"),
                      "tls_insecure_skip_verify": ("1", True), "tls_server_name": ("n", "n"), "snappy": ("0", False),
                      "deflate": ("true", True), "deflate_level": ("9", 9), "auth_secret": ("s", "s"),
-                     "msg_timeout": ("1m", 60.0)},
+                     "msg_timeout": ("1m", 60.0), "client_id": ("q", "q"), "hostname": ("w", "w"),
+                     "heartbeat_interval": ("-1", -1), "output_buffer_timeout": ("100", 100),
+                     "sample_rate": ("0", 0)},
 }
 
 
@@ -90,7 +94,9 @@ def test_declared_options_are_read_into_their_fields(cls: type) -> None:
     declared = {f.name: f.metadata["option"][0] for f in fields(cls) if "option" in f.metadata}
     assert set(declared.values()) == set(DECLARED[cls])  # a new option needs a row here
     given = {key.upper(): text for key, (text, _) in DECLARED[cls].items()}  # Spark's keys are case-insensitive
-    base = {"topic": "t", "channel": "c", "nsqd_tcp_addresses": "h:1"}
+    base = {"channel": "c", "nsqd_tcp_addresses": "h:1"}  # the topics come from subscribePattern
+    if cls is WriteOptions:
+        base["topic"] = "t"
     if cls is ConnectOptions:  # read and write hand it the map with its keys lower-cased
         parsed = ConnectOptions.parse({key.lower(): text for key, text in given.items()})
     else:

@@ -69,7 +69,7 @@ def test_an_attempt_publishing_after_its_batch_was_retired_hands_its_messages_ba
     directory, won, and FINed 50 messages that no committed batch holds."""
     topic = name("late")
     reader = NSQStreamReader(options(chunked, topic, writeAheadLocation=str(tmp_path), minBatchesToRetain="1",
-                                     maxOffsetsPerTrigger="50"))
+                                     maxOffsetsPerTrigger="50", minPartitions="1"))
     start = reader.initialOffset()
     reader.latestOffset(start, reader.getDefaultReadLimit())  # creates the channel
     publish(chunked, topic, bodies(150))
