@@ -29,7 +29,7 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-_END_ROWS = b"nsq.slice.rows"
+_END_PREFIX = "nsq.slice."
 #: pause between rounds of attempts that keep colliding, times the round number (capped)
 _BACKOFF_SECONDS = 0.02
 
@@ -39,9 +39,19 @@ def read_table(fs: pafs.FileSystem, path: str) -> pa.Table:
         return pa.ipc.open_file(source).read_all()
 
 
-def end_rows(table: pa.Table) -> int:
-    """The rows before a slice's end (stored in the end chunk's schema metadata)."""
-    return int((table.schema.metadata or {}).get(_END_ROWS, b"0"))
+def end_metadata(rows: int, counts: dict[str, int]) -> dict[bytes, bytes]:
+    """The end chunk's schema metadata: the rows before it, and the finishing attempt's counts."""
+    return {f"{_END_PREFIX}{key}".encode(): str(value).encode() for key, value in {"rows": rows, **counts}.items()}
+
+
+def end_counts(table: pa.Table) -> dict[str, int]:
+    """What `end_metadata` stored (``rows`` is 0 when missing)."""
+    counts = {"rows": 0}
+    for key, value in (table.schema.metadata or {}).items():
+        name = key.decode()
+        if name.startswith(_END_PREFIX):
+            counts[name.removeprefix(_END_PREFIX)] = int(value)
+    return counts
 
 
 def _serialize(table: pa.Table) -> pa.Buffer:

@@ -85,6 +85,8 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._backlog_skipped = False
         #: rows in the batches committed so far (counted before their slices go)
         self._committed_rows: dict[int, int] = {}
+        #: what the tasks of the batches committed so far did (freshChunks, replayedChunks, handedBack, ...)
+        self._activity: dict[str, int] = {}
         self._last_plan: tuple[dict, dict] | None = None
         self._last_batch_at = time.monotonic()
         self._survey = Survey([], [])
@@ -122,7 +124,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         _check_mode(start)
         if self._last_plan is not None and self._last_plan[0] == start:  # asked again: the same answer
             return self._last_plan[1]
-        store = self._store(start.get("location", self.location), start["query"])
+        store = SliceStore(start.get("location", self.location), start["query"])
         batch = int(start["batch"])
         states = self._channels_to_read(store, batch)
         available = sum(s.readable for s in states)
@@ -138,9 +140,6 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_plan = (start, end)
         self._last_batch_at = time.monotonic()
         return end
-
-    def _store(self, location: str, query: str) -> SliceStore:
-        return SliceStore(location, query)
 
     def _channels_to_read(self, store: SliceStore, batch: int) -> list[ChannelState]:
         """Every channel; with availableNow those that still hold messages from before its cutoff, waiting while all
@@ -197,7 +196,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for state in states:
             topics.setdefault(state.topic, {})[state.nsqd] = state.progress()
         report: dict = {"depth": sum(s.depth for s in states), "inFlight": sum(s.in_flight for s in states),
-                        "topics": topics, "unreachable": self._survey.unreachable}
+                        "topics": topics, "unreachable": self._survey.unreachable, **self._activity}
         if self._snapshot is not None:
             report["beforeCutoff"] = sum(self._before_cutoff(s) for s in states)
         return report
@@ -210,7 +209,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cutoff, location = end.get("cutoff"), end.get("location", self.location)
         channel = end.get("channel", self.opts.channel)
         specs = [SliceSpec.decode(raw) for raw in end["slices"]]
-        store = self._store(location, end["query"])
+        store = SliceStore(location, end["query"])
         if not store.is_planned(batch):
             self._lost(store, batch, [slice_name(s.topic, s.nsqd, s.index) for s in specs])
         return [SlicePartition(SlicePlan(location, end["query"], batch, spec.topic, spec.nsqd, spec.index,
@@ -229,12 +228,18 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         if "query" not in end:
             return
-        store = self._store(end.get("location", self.location), end["query"])
+        store = SliceStore(end.get("location", self.location), end["query"])
         batch = int(end["batch"])
+        if not end["slices"]:  # the initial offset, and batches Spark did not run, were never planned
+            return
+        ends = store.slice_ends(batch)
         if batch in self._available_now_batches:
-            self._committed_rows[batch] = store.batch_rows(batch) or 0
-        if end["slices"]:  # the initial offset, and batches Spark did not run, were never planned
-            store.commit(batch, self.opts.min_batches_to_retain)
+            self._committed_rows[batch] = sum(counts["rows"] for counts in ends.values())
+        for counts in ends.values():
+            for key, value in counts.items():
+                if key != "rows":
+                    self._activity[key] = self._activity.get(key, 0) + value
+        store.commit(batch, self.opts.min_batches_to_retain)
 
     # -- reading (executors) ------------------------------------------------------------------------------------
 

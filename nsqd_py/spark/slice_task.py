@@ -360,6 +360,8 @@ class SliceTask:
         self.done_reading = False
         self.rows = 0
         self.bytes = 0
+        #: chunks this attempt published from nsqd, and chunks it read from the write-ahead location
+        self.fresh_chunks = self.replayed_chunks = 0
 
     def run(self) -> Iterator[pa.RecordBatch]:
         self.store.check_planned(self.plan.batch)
@@ -369,6 +371,8 @@ class SliceTask:
                 table = self.slice.read(number)
                 if table is None:
                     table = self._next_chunk(number)
+                elif table.num_rows:
+                    self.replayed_chunks += 1
                 if table.num_rows == 0:
                     return
                 self.rows += table.num_rows
@@ -390,13 +394,15 @@ class SliceTask:
         if not self.done_reading and rows > 0 and size > 0:
             messages = self._take(rows, min(size, _CHUNK_BYTES))
         if not messages:
-            self.slice.finish(number, ARROW_SCHEMA, self.rows)
+            self.subscription.close()  # first: its last hand-backs and refused FINs go into the end's counts
+            self.slice.finish(number, ARROW_SCHEMA, self.rows, self.counts())
             self._check_open([])
             return self._published(number)
         table = message_table(messages, self.plan.topic, self.plan.channel or self.opts.channel,
                               [self.plan.nsqd] * len(messages))
         won = self.slice.publish(number, table)
         self._check_open(messages)
+        self.fresh_chunks += won
         if not won:
             log.info("slice %s chunk %d was published by another attempt: handing back %d messages",
                      self.slice.directory, number, len(messages))
@@ -465,6 +471,11 @@ class SliceTask:
                     self.slice.directory, self.rows, err)
         self.done_reading = True
         return []
+
+    def counts(self) -> dict[str, int]:
+        """What this attempt did, as the query progress reports it (the end of the slice records it)."""
+        return {"freshChunks": self.fresh_chunks, "replayedChunks": self.replayed_chunks,
+                "handedBack": self.handed_back, "deadLettered": self.dead_lettered, "finFailed": self.fin_failed}
 
     @property
     def handed_back(self) -> int:

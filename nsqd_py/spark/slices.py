@@ -24,7 +24,7 @@ import os
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .chunks import AgreedChunks, ChunkStore, LinkedChunks, end_rows
+from .chunks import AgreedChunks, ChunkStore, LinkedChunks, end_counts, end_metadata
 
 #: the driver's marker in a query's directory; executors that cannot see it are not on shared storage
 QUERY_MARKER = "_query"
@@ -99,12 +99,17 @@ class SliceStore:
 
     def finished_slices(self, batch: int) -> dict[str, int]:
         """The rows of every slice of ``batch`` that has its end, by slice name."""
-        finished = {}
+        return {name: counts["rows"] for name, counts in self.slice_ends(batch).items()}
+
+    def slice_ends(self, batch: int) -> dict[str, dict[str, int]]:
+        """What the end of every finished slice of ``batch`` records (its rows, and the finishing attempt's
+        counts), by slice name."""
+        ends = {}
         for name in self._slice_names(batch):
-            rows = self.slice_at(batch, name).end_rows()
-            if rows is not None:
-                finished[name] = rows
-        return finished
+            counts = self.slice_at(batch, name).end_counts()
+            if counts is not None:
+                ends[name] = counts
+        return ends
 
     def batch_rows(self, batch: int) -> int | None:
         """Rows in a batch's finished slices; None when none has finished."""
@@ -178,15 +183,15 @@ class Slice:
         slice's directory is gone: the batch was retired)."""
         return self.chunks.publish(self.directory, number, table)
 
-    def finish(self, number: int, schema: pa.Schema, rows: int) -> bool:
-        """Offer the end as chunk ``number`` (``rows`` rows before it); False if another chunk won that number."""
-        return self.publish(number, pa.Table.from_batches([], schema.with_metadata({b"nsq.slice.rows":
-                                                                                       str(rows).encode()})))
+    def finish(self, number: int, schema: pa.Schema, rows: int, counts: dict[str, int]) -> bool:
+        """Offer the end as chunk ``number`` (``rows`` rows before it, and what the attempt counted); False if
+        another chunk won that number."""
+        return self.publish(number, pa.Table.from_batches([], schema.with_metadata(end_metadata(rows, counts))))
 
-    def end_rows(self) -> int | None:
-        """The rows of the slice if it has its end, else None."""
+    def end_counts(self) -> dict[str, int] | None:
+        """The rows of the slice and the finishing attempt's counts if it has its end, else None."""
         numbers = self.chunks.numbers(self.directory)
         table = self.read(numbers[-1]) if numbers else None
-        return end_rows(table) if table is not None and table.num_rows == 0 else None
+        return end_counts(table) if table is not None and table.num_rows == 0 else None
 
 

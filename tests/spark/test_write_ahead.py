@@ -349,3 +349,24 @@ def test_an_offset_of_the_other_read_mode_says_what_to_do(nsqd: NsqdProcess) -> 
 def test_an_ephemeral_channel_is_refused() -> None:
     with pytest.raises(OptionError, match="ephemeral"):
         ReadOptions.parse({"subscribe": "t", "channel": "c#ephemeral", "nsqd_tcp_addresses": "h:4150"})
+
+
+def test_the_progress_counts_fresh_and_replayed_chunks(chunked: NsqdProcess, name: Callable[[str], str],
+                                                       tmp_path: Path) -> None:
+    """A task killed after its first chunk: the retry replays that chunk and reads the second from nsqd; the end of
+    the slice records that, and the progress shows it once the batch commits."""
+    topic = name("progress")
+    reader = NSQStreamReader(options(chunked, topic, writeAheadLocation=str(tmp_path), minPartitions="1"))
+    start = reader.initialOffset()
+    reader.latestOffset(start, reader.getDefaultReadLimit())
+    publish(chunked, topic, bodies(100))
+    end, [part] = one_batch(reader, start)
+    killed = SliceTask(part.plan, reader.opts, None).run()
+    next(killed)  # its first chunk is published and FINed
+    killed.close()
+    assert len(read_rows(SliceTask(part.plan, reader.opts, None))) == 100
+    reader.commit(end)
+    reader.latestOffset(end, reader.getDefaultReadLimit())
+    progress = reader.reportLatestOffset()
+    assert progress is not None
+    assert (progress["freshChunks"], progress["replayedChunks"], progress["deadLettered"]) == (1, 1, 0)
