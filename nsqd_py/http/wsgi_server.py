@@ -2,7 +2,7 @@
 
 Why not gevent's pywsgi: with wrk (32 keep-alive connections, POST /pub, 200 B) pywsgi spent about
 120 µs of the ~130 µs each request cost, while the Falcon app itself takes ~12 µs. This server parses
-with a few bytes operations and answers in one write (figures in the README).
+with a few bytes operations and answers in one write (figures in docs/benchmarks.md).
 
 Rules kept from Go's server, because clients can tell:
 
