@@ -1,5 +1,5 @@
 """A Spark standalone cluster from the pyspark package (a Master and two Worker JVMs on 127.0.0.1, executors in the
-Workers'), with two nsqd: nsq-pipeline submitted with docs/spark.md's recipe reads a topic into Parquet, a submitted batch
+Workers'), with two nsqd: nsq-pipeline submitted as docs/spark.md says reads a topic into Parquet, a submitted batch
 write publishes to a topic, and streaming reads happen in the executors: an executor or the driver killed with
 SIGKILL mid-batch loses nothing, and a batch replayed after the driver's restart holds the same messages. Only
 `spark.pyspark.python` tells Spark where nsqd_py is; PYSPARK_PYTHON is not set."""
