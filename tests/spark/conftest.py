@@ -44,3 +44,11 @@ def nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProcess]:
 
 
 
+
+
+@pytest.fixture(scope="session")
+def small_rdy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProcess]:
+    """An nsqd whose max RDY of 50 makes a task's chunks 50 messages long."""
+    proc = NsqdProcess(tmp_path_factory.mktemp("small-rdy"), "--max-rdy-count=50").start()
+    yield proc
+    proc.stop()

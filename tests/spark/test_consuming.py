@@ -8,7 +8,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,23 +23,12 @@ from nsqd_py.spark.dead_letter import DeadLetterError, decode_dead_letter
 from nsqd_py.spark.options import OptionError, ReadOptions
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask
 from nsqd_py.spark.trials import Trials
-from tests.spark.util import http_address, planned, publish
+from tests.spark.util import bodies, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats, drain, find_channel, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def small_rdy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProcess]:
-    """An nsqd whose max RDY of 50 makes chunks of 50 messages."""
-    proc = NsqdProcess(tmp_path_factory.mktemp("consuming"), "--max-rdy-count=50").start()
-    yield proc
-    proc.stop()
-
-
-def options(nsqd: NsqdProcess, topic: str, **extra: str) -> dict[str, str]:
-    return {"subscribe": topic, "channel": "c", "nsqd_tcp_addresses": nsqd.tcp_address,
-            "nsqd_http_addresses": http_address(nsqd), "pollTimeout": "300ms", **extra}
 
 
 def task(location: Path, nsqd: NsqdProcess, topic: str, quota: int, opts: dict[str, str], batch: int = 1,
@@ -54,9 +43,6 @@ def rows(batches: list[pa.RecordBatch]) -> list[tuple[str, bytes]]:
     table = pa.Table.from_batches(batches)
     return list(zip(table.column("id").to_pylist(), table.column("body").to_pylist(), strict=True))
 
-
-def bodies(count: int, prefix: str = "m", size: int = 0) -> list[bytes]:
-    return [f"{prefix}-{i}-".encode().ljust(size, b"x") for i in range(count)]
 
 
 def back_in_channel(nsqd: NsqdProcess, topic: str, count: int) -> None:
@@ -92,7 +78,7 @@ def test_a_slow_stage_gets_no_duplicates_and_loses_nothing(small_rdy: NsqdProces
     publish(small_rdy, topic, bodies(120, "early"))
     cutoff = time.time_ns()
     publish(small_rdy, topic, bodies(20, "late"))
-    slow = task(tmp_path, small_rdy, topic, 1000, options(small_rdy, topic, msg_timeout="1s",
+    slow = task(tmp_path, small_rdy, topic, 1000, source_options(small_rdy, topic, msg_timeout="1s",
                                                           heartbeat_interval="1s"), cutoff=cutoff)
     got: list[tuple[str, bytes]] = []
     for batch in slow.run():
@@ -114,7 +100,7 @@ def test_a_stage_slower_than_max_msg_timeout_gets_no_duplicates(nsqd_factory: Ca
     node = nsqd_factory("--max-rdy-count=50", "--max-msg-timeout=2s")
     topic = name("slower")
     publish(node, topic, bodies(100))
-    slow = task(tmp_path, node, topic, 100, options(node, topic, msg_timeout="1s"))
+    slow = task(tmp_path, node, topic, 100, source_options(node, topic, msg_timeout="1s"))
     got: list[tuple[str, bytes]] = []
     for batch in slow.run():
         got.extend(rows([batch]))
@@ -127,7 +113,7 @@ def test_fin_failures_are_counted_and_reported(nsqd: NsqdProcess, name: Callable
                                               caplog: pytest.LogCaptureFixture) -> None:
     topic = name("fin_failed")
     publish(nsqd, topic, bodies(10))
-    reader = task(tmp_path, nsqd, topic, 10, options(nsqd, topic))
+    reader = task(tmp_path, nsqd, topic, 10, source_options(nsqd, topic))
     publish_chunk = reader.slice.publish
 
     def defer_the_first(number: int, table: pa.Table) -> bool:
@@ -150,8 +136,8 @@ def test_fin_failures_are_counted_and_reported(nsqd: NsqdProcess, name: Callable
 
 def test_identify_settings_reach_nsqd(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
     topic = name("identify")
-    opts = ReadOptions.parse(options(nsqd, topic, client_id="query-7", hostname="spark-worker-3", sample_rate="40",
-                                     heartbeat_interval="1s", output_buffer_timeout="50ms"))
+    opts = ReadOptions.parse(source_options(nsqd, topic, client_id="query-7", hostname="spark-worker-3",
+                                            sample_rate="40", heartbeat_interval="1s", output_buffer_timeout="50ms"))
     conn = open_connection(nsqd.tcp_address, opts.connect)
     heartbeats: list[float] = []
     nop = conn.nop
@@ -165,12 +151,12 @@ def test_identify_settings_reach_nsqd(nsqd: NsqdProcess, name: Callable[[str], s
         assert conn.read_frame(2.5) is None and len(heartbeats) >= 2  # one a second, answered
     finally:
         conn.close()
-    defaults = ReadOptions.parse(options(nsqd, topic)).connect.identify_fields()
+    defaults = ReadOptions.parse(source_options(nsqd, topic)).connect.identify_fields()
     assert not {"client_id", "hostname", "sample_rate", "heartbeat_interval", "output_buffer_timeout"} & set(defaults)
     for bad, message in [({"sample_rate": "100"}, "sample_rate"), ({"heartbeat_interval": "soon"}, "heartbeat"),
                          ({"output_buffer_timeout": "-2"}, "output_buffer_timeout")]:
         with pytest.raises(OptionError, match=message):
-            ReadOptions.parse(options(nsqd, topic, **bad))
+            ReadOptions.parse(source_options(nsqd, topic, **bad))
 
 
 # -- dead letters -------------------------------------------------------------------------------------------------
@@ -189,7 +175,7 @@ def test_a_storage_outage_does_not_dead_letter_healthy_messages(nsqd: NsqdProces
                                                                tmp_path: Path) -> None:
     topic = name("outage")
     publish(nsqd, topic, bodies(20))
-    opts = options(nsqd, topic, maxAttempts="1", msg_timeout="1s")
+    opts = source_options(nsqd, topic, maxAttempts="1", msg_timeout="1s")
 
     def storage_down(number: int, table: pa.Table) -> bool:
         raise OSError("the write-ahead location is down")
@@ -237,7 +223,7 @@ def test_only_a_message_whose_trial_alone_killed_the_task_is_dead_lettered(
     topic = name("poison")
     healthy = bodies(9, "healthy")
     publish(nsqd, topic, [*healthy[:4], b"poison", *healthy[4:]])
-    opts = options(nsqd, topic, maxAttempts="1", msg_timeout="1s")
+    opts = source_options(nsqd, topic, maxAttempts="1", msg_timeout="1s")
     exits = []
     for batch in (1, 2, 3):  # in a chunk with others; in the group of suspects; alone
         exits.append(run_task_process(tmp_path, nsqd, topic, opts, batch))
@@ -263,7 +249,7 @@ def test_dead_letters_go_in_mpubs_nsqd_accepts(nsqd_factory: Callable[..., NsqdP
     for body in sent:
         node.publish(topic, body)
     delivered = deliver_and_requeue(node, topic, len(sent))
-    reader = task(tmp_path, node, topic, 100, options(node, topic, maxAttempts="1"))
+    reader = task(tmp_path, node, topic, 100, source_options(node, topic, maxAttempts="1"))
     trials = Trials(reader.store, topic, node.tcp_address)
     for msg in delivered:  # as tasks that died trying each of them alone would have left them
         trials.start([msg])
@@ -281,7 +267,7 @@ def test_a_failure_while_dead_lettering_fails_the_task_and_hands_everything_back
     topic = name("dl_fails")
     publish(nsqd, topic, [b"dead", *bodies(5)])
     delivered = deliver_and_requeue(nsqd, topic, 6)
-    opts = options(nsqd, topic, maxAttempts="1", msg_timeout="10s")
+    opts = source_options(nsqd, topic, maxAttempts="1", msg_timeout="10s")
     first = task(tmp_path, nsqd, topic, 100, opts)
     Trials(first.store, topic, nsqd.tcp_address).start([m for m in delivered if m.body == b"dead"])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,23 +21,15 @@ from nsqd_py.spark.reader import NSQStreamReader
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask
 from nsqd_py.spark.slices import NotSharedError, SliceStore
 from nsqd_py.testing import free_port
-from tests.spark.util import http_address, planned, publish
+from tests.spark.util import bodies, http_address, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats, drain, find_channel, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def small_rdy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProcess]:
-    """An nsqd whose max RDY of 50 makes chunks of 50 messages."""
-    proc = NsqdProcess(tmp_path_factory.mktemp("small-rdy"), "--max-rdy-count=50").start()
-    yield proc
-    proc.stop()
-
 
 def options(nsqd: NsqdProcess, topic: str, **extra: str) -> ReadOptions:
-    return ReadOptions.parse({"subscribe": topic, "channel": "c", "nsqd_tcp_addresses": nsqd.tcp_address,
-                              "nsqd_http_addresses": http_address(nsqd), "pollTimeout": "300ms", **extra})
+    return ReadOptions.parse(source_options(nsqd, topic, **extra))
 
 
 def plan(location: Path, nsqd: NsqdProcess, topic: str, quota: int, index: int = 0) -> SlicePlan:
@@ -48,9 +40,6 @@ def rows(batches: list[pa.RecordBatch]) -> list[tuple[str, bytes]]:
     table = pa.Table.from_batches(batches)
     return list(zip(table.column("id").to_pylist(), table.column("body").to_pylist(), strict=True))
 
-
-def bodies(count: int, prefix: str = "m") -> list[bytes]:
-    return [f"{prefix}-{i}".encode() for i in range(count)]
 
 
 def test_kafka_option_names_and_their_aliases() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,27 +22,16 @@ from nsqd_py.spark.reader import NSQStreamReader, SlicePartition
 from nsqd_py.spark.schema import ARROW_SCHEMA
 from nsqd_py.spark.slice_task import BatchClosedError, SlicePlan, SliceTask
 from nsqd_py.spark.slices import DataLossError, SliceStore
-from tests.spark.util import http_address, planned, publish
+from tests.spark.util import bodies, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats, drain, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def chunked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProcess]:
-    """An nsqd whose max RDY of 50 makes chunks of 50 messages."""
-    proc = NsqdProcess(tmp_path_factory.mktemp("chunked"), "--max-rdy-count=50").start()
-    yield proc
-    proc.stop()
-
 
 def options(nsqd: NsqdProcess, topic: str, **extra: str) -> ReadOptions:
-    return ReadOptions.parse({"subscribe": topic, "channel": "c", "nsqd_tcp_addresses": nsqd.tcp_address,
-                              "nsqd_http_addresses": http_address(nsqd), "pollTimeout": "300ms", **extra})
+    return ReadOptions.parse(source_options(nsqd, topic, **extra))
 
-
-def bodies(count: int, prefix: str = "m") -> list[bytes]:
-    return [f"{prefix}-{i}".encode() for i in range(count)]
 
 
 def read_rows(task: SliceTask) -> list[tuple[str, bytes]]:
@@ -64,15 +53,15 @@ def one_batch(reader: NSQStreamReader, start: dict) -> tuple[dict, list[SlicePar
 # -- 1: an attempt that outlives its batch ------------------------------------------------------------------------
 
 def test_an_attempt_publishing_after_its_batch_was_retired_hands_its_messages_back(
-        chunked: NsqdProcess, name: Callable[[str], str], tmp_path: Path) -> None:
+        small_rdy: NsqdProcess, name: Callable[[str], str], tmp_path: Path) -> None:
     """The late attempt has its messages when the batch commits and retires: before, its publish recreated the
     directory, won, and FINed 50 messages that no committed batch holds."""
     topic = name("late")
-    reader = NSQStreamReader(options(chunked, topic, writeAheadLocation=str(tmp_path), minBatchesToRetain="1",
+    reader = NSQStreamReader(options(small_rdy, topic, writeAheadLocation=str(tmp_path), minBatchesToRetain="1",
                                      maxOffsetsPerTrigger="50", minPartitions="1"))
     start = reader.initialOffset()
     reader.latestOffset(start, reader.getDefaultReadLimit())  # creates the channel
-    publish(chunked, topic, bodies(150))
+    publish(small_rdy, topic, bodies(150))
     first, [part] = one_batch(reader, start)
     late = SliceTask(part.plan, reader.opts, None)
     publish_chunk = late.slice.publish
@@ -92,17 +81,17 @@ def test_an_attempt_publishing_after_its_batch_was_retired_hands_its_messages_ba
     late.slice.publish = batch_commits_meanwhile  # type: ignore[method-assign]
     with pytest.raises(BatchClosedError, match="handed back 50 messages"):
         read_rows(late)
-    assert settled(chunked, topic)["depth"] == 50  # 150 - two batches of 50: the late attempt's 50 are back
+    assert settled(small_rdy, topic)["depth"] == 50  # 150 - two batches of 50: the late attempt's 50 are back
 
 
-def test_a_committed_batch_stays_for_late_attempts_then_goes(chunked: NsqdProcess, name: Callable[[str], str],
+def test_a_committed_batch_stays_for_late_attempts_then_goes(small_rdy: NsqdProcess, name: Callable[[str], str],
                                                              tmp_path: Path) -> None:
     topic = name("retain")
-    reader = NSQStreamReader(options(chunked, topic, writeAheadLocation=str(tmp_path), minBatchesToRetain="2",
+    reader = NSQStreamReader(options(small_rdy, topic, writeAheadLocation=str(tmp_path), minBatchesToRetain="2",
                                      maxOffsetsPerTrigger="20"))
     start = reader.initialOffset()
     reader.latestOffset(start, reader.getDefaultReadLimit())
-    publish(chunked, topic, bodies(100))
+    publish(small_rdy, topic, bodies(100))
     offsets = [start]
     for _ in range(3):
         end, parts = one_batch(reader, offsets[-1])
@@ -114,7 +103,7 @@ def test_a_committed_batch_stays_for_late_attempts_then_goes(chunked: NsqdProces
     store = SliceStore(str(tmp_path), start["query"])
     assert store.batches() == [2, 3]
     assert not store.is_open(3)
-    assert settled(chunked, topic)["depth"] == 40
+    assert settled(small_rdy, topic)["depth"] == 40
     with pytest.raises(DataLossError, match="batch 1"):  # retired: it cannot be replayed any more
         reader.partitions(offsets[0], offsets[1])
 
@@ -209,12 +198,12 @@ def test_moves_on_the_test_filesystem_replace_their_target(tmp_path: Path) -> No
 
 
 def test_two_attempts_racing_for_each_chunk_agree_and_lose_nothing(
-        chunked: NsqdProcess, name: Callable[[str], str], racing_store: _RacingMoves) -> None:
+        small_rdy: NsqdProcess, name: Callable[[str], str], racing_store: _RacingMoves) -> None:
     topic = name("race")
     sent = bodies(150)
-    publish(chunked, topic, sent)
-    task_plan = planned(SlicePlan("racing://wa", "q1", 1, topic, chunked.tcp_address, 0, 100))
-    opts = options(chunked, topic)
+    publish(small_rdy, topic, sent)
+    task_plan = planned(SlicePlan("racing://wa", "q1", 1, topic, small_rdy.tcp_address, 0, 100))
+    opts = options(small_rdy, topic, pollTimeout="3s")  # a busy machine must not end the slice early
     results: dict[str, list[tuple[str, bytes]]] = {}
 
     def attempt(label: str) -> None:
@@ -228,8 +217,8 @@ def test_two_attempts_racing_for_each_chunk_agree_and_lose_nothing(
     assert racing_store.raced == 2  # both attempts did reach the move of a chunk at the same time
     assert results["a"] == results["b"] and len(results["a"]) == 100
     assert read_rows(SliceTask(task_plan, opts, None)) == results["a"]  # a replay: the same rows
-    assert settled(chunked, topic)["depth"] == 50
-    left = [m.body for m in drain(chunked.tcp_port, topic, "c", rdy=50)]
+    assert settled(small_rdy, topic)["depth"] == 50
+    left = [m.body for m in drain(small_rdy.tcp_port, topic, "c", rdy=50)]
     assert sorted([body for _, body in results["a"]] + left) == sorted(sent)  # nothing lost, nothing twice
 
 
@@ -351,15 +340,15 @@ def test_an_ephemeral_channel_is_refused() -> None:
         ReadOptions.parse({"subscribe": "t", "channel": "c#ephemeral", "nsqd_tcp_addresses": "h:4150"})
 
 
-def test_the_progress_counts_fresh_and_replayed_chunks(chunked: NsqdProcess, name: Callable[[str], str],
+def test_the_progress_counts_fresh_and_replayed_chunks(small_rdy: NsqdProcess, name: Callable[[str], str],
                                                        tmp_path: Path) -> None:
     """A task killed after its first chunk: the retry replays that chunk and reads the second from nsqd; the end of
     the slice records that, and the progress shows it once the batch commits."""
     topic = name("progress")
-    reader = NSQStreamReader(options(chunked, topic, writeAheadLocation=str(tmp_path), minPartitions="1"))
+    reader = NSQStreamReader(options(small_rdy, topic, writeAheadLocation=str(tmp_path), minPartitions="1"))
     start = reader.initialOffset()
     reader.latestOffset(start, reader.getDefaultReadLimit())
-    publish(chunked, topic, bodies(100))
+    publish(small_rdy, topic, bodies(100))
     end, [part] = one_batch(reader, start)
     killed = SliceTask(part.plan, reader.opts, None).run()
     next(killed)  # its first chunk is published and FINed

@@ -23,6 +23,17 @@ def http_address(nsqd: NsqdProcess) -> str:
     return f"127.0.0.1:{nsqd.http_port}"
 
 
+def source_options(nsqd: NsqdProcess, topic: str, **extra: str) -> dict[str, str]:
+    """The source's options for reading ``topic`` on channel ``c`` of ``nsqd`` (``extra`` adds or replaces)."""
+    return {"subscribe": topic, "channel": "c", "nsqd_tcp_addresses": nsqd.tcp_address,
+            "nsqd_http_addresses": http_address(nsqd), "pollTimeout": "300ms", **extra}
+
+
+def bodies(count: int, prefix: str = "m", size: int = 0) -> list[bytes]:
+    """``count`` distinct bodies, padded to ``size`` bytes."""
+    return [f"{prefix}-{i}".encode().ljust(size, b"x") for i in range(count)]
+
+
 def topic_depth(nsqd: NsqdProcess, topic: str) -> int:
     [found] = nsqd.stats(topic=topic)["topics"]
     return found["depth"]
