@@ -86,11 +86,20 @@ def answer(port: int, codec: str, wire: bytes, quiet: float) -> Answer:
 
 def _decompress(codec: str, data: bytes) -> bytes:
     """What the server's compressed answers decode to, up to where they were cut off (by its close)."""
-    decoder = DeflateDecoder() if codec == "deflate" else SnappyDecoder()
+    if codec == "snappy":
+        try:
+            return SnappyDecoder().decode(data)
+        except CodecError as err:
+            return err.partial
+    decoder = DeflateDecoder()
+    out = []
     try:
-        return decoder.decode(data)
+        out.append(decoder.decode(data))
+        while decoder.has_pending:
+            out.append(decoder.decode(b""))
     except CodecError as err:
-        return err.partial
+        out.append(err.partial)
+    return b"".join(out) + decoder.finish()  # what came after the last flush marker too
 
 
 def _frames(data: bytes) -> tuple[tuple[int, bytes], ...]:

@@ -376,17 +376,19 @@ class ClientV2(Consumer):
     def upgrade_deflate(self, level: int) -> None:
         self.drain()
         decoder = DeflateDecoder()
-        self._recv = self._decoding_recv(decoder.decode, lambda: decoder.has_pending, lambda: decoder.ended)
+        self._recv = self._decoding_recv(decoder.decode, lambda: decoder.has_pending, lambda: decoder.ended,
+                                         decoder.finish)
         self._encode = DeflateEncoder(level).encode
         self.deflate = True
         self.deflate_level = level
 
     def _decoding_recv(self, decode: Callable[[bytes], bytes], pending: Callable[[], bool],
-                       ended: Callable[[], bool]) -> Callable[[int], bytes]:
+                       ended: Callable[[], bool], finish: Callable[[], bytes] = bytes) -> Callable[[int], bytes]:
         """A recv that returns decompressed bytes: b"" at the end of the stream. Bytes the client pipelined
         before the upgrade went through are decoded first. Like Go's readers, a corrupt stream yields what
         decoded before the corruption, then ends, so a command it cuts short is answered as one cut short by
-        EOF (E_BAD_MESSAGE ...); the end of a deflate stream's final block ends it too."""
+        EOF (E_BAD_MESSAGE ...); the end of a deflate stream's final block ends it too, and at the input's end
+        ``finish`` hands over what the decoder still held."""
         raw_recv = self._recv
         early = [self.take_buffered()]
         broken = [False]
@@ -402,7 +404,8 @@ class ClientV2(Consumer):
                 else:
                     data = raw_recv(size)
                     if not data:
-                        return b""
+                        broken[0] = True
+                        return finish()
                 try:
                     out = decode(data)
                 except CodecError as err:
