@@ -221,8 +221,8 @@ def uncommitted_batch_with_its_slices_written(checkpoint: Path, write_ahead: Pat
         if (checkpoint / "commits" / str(batch)).exists():
             continue
         offset = offset_log(checkpoint, batch)
-        store = SliceStore(str(write_ahead), offset["query"])
-        if offset["slices"] and len(store.finished_slices(batch)) == len(offset["slices"]):
+        store = SliceStore(str(write_ahead), offset["query"])  # the source numbers its batches from Spark's + 1
+        if offset["slices"] and len(store.finished_slices(offset["batch"])) == len(offset["slices"]):
             return batch, offset
     return None
 
@@ -261,7 +261,7 @@ def test_a_batch_replayed_after_the_driver_is_killed_holds_the_same_messages(clu
         if app.poll() is None:
             os.killpg(app.pid, signal.SIGKILL)
     assert not (checkpoint / "commits" / str(batch)).exists()
-    first = slice_ids(write_ahead, offset["query"], batch)
+    first = slice_ids(write_ahead, offset["query"], offset["batch"])
     assert len(first) == 1500
 
     subprocess.run(read_app(cluster, nodes, topic, out, 0, *options), env=submit_env(), check=True,
