@@ -23,7 +23,7 @@ from nsqd_py.spark.dead_letter import DeadLetterError, decode_dead_letter
 from nsqd_py.spark.options import OptionError, ReadOptions
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask
 from nsqd_py.spark.trials import Trials
-from tests.spark.util import bodies, planned, publish, source_options
+from tests.spark.util import bodies, hold_in_flight, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats, drain, find_channel, wait_until
 
 pytestmark = pytest.mark.slow
@@ -52,19 +52,13 @@ def back_in_channel(nsqd: NsqdProcess, topic: str, count: int) -> None:
 
 def deliver_and_requeue(nsqd: NsqdProcess, topic: str, count: int) -> list[Message]:
     """Deliver ``count`` messages of channel c once and hand them back, as a task that failed would."""
-    with Connection(nsqd.tcp_address).connect() as conn:
-        conn.identify()
-        conn.sub(topic, "c")
-        conn.rdy(count)
-        got = [conn.read_frame(5) for _ in range(count)]
-        assert all(isinstance(m, Message) for m in got)
-        conn.rdy(0)
+    conn, got = hold_in_flight(nsqd, topic, count)
+    with conn:
         for msg in got:
-            assert isinstance(msg, Message)
             conn.req(msg.id)
         conn.nop()
     back_in_channel(nsqd, topic, count)
-    return [m for m in got if isinstance(m, Message)]
+    return got
 
 
 # -- a slow downstream stage --------------------------------------------------------------------------------------

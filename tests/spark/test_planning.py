@@ -28,7 +28,7 @@ from nsqd_py.spark.planner import ChannelState, UnreachableError, plan_slices
 from nsqd_py.spark.reader import NSQStreamReader
 from nsqd_py.testing import free_port
 from tests.cluster.util import LookupdProcess
-from tests.spark.util import http_address, publish
+from tests.spark.util import hold_in_flight, http_address, publish
 from tests.support import NsqdProcess, channel_stats, wait_until
 
 pytestmark = pytest.mark.slow
@@ -91,19 +91,6 @@ def read_available_now(reader: NSQStreamReader, max_batches: int = 10) -> list[b
 
 def bodies(count: int, prefix: str) -> list[bytes]:
     return [f"{prefix}-{i}".encode() for i in range(count)]
-
-
-def hold_in_flight(nsqd: NsqdProcess, topic: str, count: int) -> tuple[Connection, list[Message]]:
-    """Another consumer of the channel takes ``count`` messages and keeps them in flight."""
-    conn = Connection(nsqd.tcp_address).connect()
-    conn.identify()
-    conn.sub(topic, "c")
-    conn.rdy(count)
-    taken = [conn.read_frame(5) for _ in range(count)]
-    assert all(isinstance(m, Message) for m in taken)
-    conn.rdy(0)
-    wait_until(lambda: channel_stats(nsqd, topic, "c")["in_flight_count"] == count)
-    return conn, taken  # type: ignore[return-value]
 
 
 def hand_back(conn: Connection, taken: list[Message]) -> None:

@@ -44,6 +44,14 @@ def settled(nsqd: NsqdProcess, topic: str) -> dict:
     return channel_stats(nsqd, topic, "c")
 
 
+def started(nsqd: NsqdProcess, topic: str, **extra: str) -> tuple[NSQStreamReader, dict]:
+    """A reader and its initial offset, after the first trigger created the channel (nothing to read yet)."""
+    reader = NSQStreamReader(options(nsqd, topic, **extra))
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
+    return reader, start
+
+
 def one_batch(reader: NSQStreamReader, start: dict) -> tuple[dict, list[SlicePartition]]:
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
     assert end["batch"] == start["batch"] + 1
@@ -57,10 +65,8 @@ def test_an_attempt_publishing_after_its_batch_was_retired_hands_its_messages_ba
     """The late attempt has its messages when the batch commits and retires: before, its publish recreated the
     directory, won, and FINed 50 messages that no committed batch holds."""
     topic = name("late")
-    reader = NSQStreamReader(options(small_rdy, topic, writeAheadLocation=str(tmp_path), minBatchesToRetain="1",
-                                     maxOffsetsPerTrigger="50", minPartitions="1"))
-    start = reader.initialOffset()
-    reader.latestOffset(start, reader.getDefaultReadLimit())  # creates the channel
+    reader, start = started(small_rdy, topic, writeAheadLocation=str(tmp_path), minBatchesToRetain="1",
+                            maxOffsetsPerTrigger="50", minPartitions="1")
     publish(small_rdy, topic, bodies(150))
     first, [part] = one_batch(reader, start)
     late = SliceTask(part.plan, reader.opts, None)
@@ -87,10 +93,8 @@ def test_an_attempt_publishing_after_its_batch_was_retired_hands_its_messages_ba
 def test_a_committed_batch_stays_for_late_attempts_then_goes(small_rdy: NsqdProcess, name: Callable[[str], str],
                                                              tmp_path: Path) -> None:
     topic = name("retain")
-    reader = NSQStreamReader(options(small_rdy, topic, writeAheadLocation=str(tmp_path), minBatchesToRetain="2",
-                                     maxOffsetsPerTrigger="20"))
-    start = reader.initialOffset()
-    reader.latestOffset(start, reader.getDefaultReadLimit())
+    reader, start = started(small_rdy, topic, writeAheadLocation=str(tmp_path), minBatchesToRetain="2",
+                            maxOffsetsPerTrigger="20")
     publish(small_rdy, topic, bodies(100))
     offsets = [start]
     for _ in range(3):
@@ -268,9 +272,7 @@ def test_an_offer_into_a_retired_slice_loses(tmp_path: Path) -> None:
 def test_a_replayed_batch_whose_slices_are_gone_fails_unless_told_otherwise(
         nsqd: NsqdProcess, name: Callable[[str], str], tmp_path: Path) -> None:
     topic = name("wiped")
-    reader = NSQStreamReader(options(nsqd, topic, writeAheadLocation=str(tmp_path)))
-    start = reader.initialOffset()
-    reader.latestOffset(start, reader.getDefaultReadLimit())
+    reader, start = started(nsqd, topic, writeAheadLocation=str(tmp_path))
     publish(nsqd, topic, bodies(30))
     end, parts = one_batch(reader, start)
     assert sum(len(read_rows(SliceTask(p.plan, reader.opts, None))) for p in parts) == 30
@@ -290,9 +292,7 @@ def test_executors_check_the_batch_not_a_cached_query_marker(nsqd: NsqdProcess, 
     """The query's marker removed mid-run: tasks of a planned batch still run (before, every task failed with "not
     shared storage"); a batch removed from the location fails with what happened."""
     topic = name("marker")
-    reader = NSQStreamReader(options(nsqd, topic, writeAheadLocation=str(tmp_path)))
-    start = reader.initialOffset()
-    reader.latestOffset(start, reader.getDefaultReadLimit())
+    reader, start = started(nsqd, topic, writeAheadLocation=str(tmp_path))
     publish(nsqd, topic, bodies(10))
     end, parts = one_batch(reader, start)
     (tmp_path / start["query"] / slices.QUERY_MARKER).unlink()
@@ -311,9 +311,7 @@ def test_executors_check_the_batch_not_a_cached_query_marker(nsqd: NsqdProcess, 
 def test_a_replay_reads_the_channel_it_was_planned_on(nsqd: NsqdProcess, name: Callable[[str], str],
                                                       tmp_path: Path) -> None:
     topic = name("chan")
-    reader = NSQStreamReader(options(nsqd, topic, writeAheadLocation=str(tmp_path)))
-    start = reader.initialOffset()
-    reader.latestOffset(start, reader.getDefaultReadLimit())
+    reader, start = started(nsqd, topic, writeAheadLocation=str(tmp_path))
     publish(nsqd, topic, bodies(10))
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
     renamed = NSQStreamReader(options(nsqd, topic, channel="other", writeAheadLocation=str(tmp_path)))
@@ -345,9 +343,7 @@ def test_the_progress_counts_fresh_and_replayed_chunks(small_rdy: NsqdProcess, n
     """A task killed after its first chunk: the retry replays that chunk and reads the second from nsqd; the end of
     the slice records that, and the progress shows it once the batch commits."""
     topic = name("progress")
-    reader = NSQStreamReader(options(small_rdy, topic, writeAheadLocation=str(tmp_path), minPartitions="1"))
-    start = reader.initialOffset()
-    reader.latestOffset(start, reader.getDefaultReadLimit())
+    reader, start = started(small_rdy, topic, writeAheadLocation=str(tmp_path), minPartitions="1")
     publish(small_rdy, topic, bodies(100))
     end, [part] = one_batch(reader, start)
     killed = SliceTask(part.plan, reader.opts, None).run()

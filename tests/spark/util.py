@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import requests
 
-from nsqd_py.client.protocol import mpub_body
+from nsqd_py.client.connection import Connection
+from nsqd_py.client.protocol import Message, mpub_body
 from nsqd_py.spark.slice_task import SlicePlan
 from nsqd_py.spark.slices import SliceStore, slice_name
-from tests.support import NsqdProcess, channel_stats
+from tests.support import NsqdProcess, channel_stats, wait_until
 
 
 def publish(nsqd: NsqdProcess, topic: str, bodies: list[bytes]) -> None:
@@ -48,3 +49,16 @@ def planned(task: SlicePlan) -> SlicePlan:
     """Record ``task``'s batch in its write-ahead location as the driver does when it plans a batch."""
     SliceStore(task.location, task.query).plan(task.batch, [slice_name(task.topic, task.nsqd, task.index)])
     return task
+
+
+def hold_in_flight(nsqd: NsqdProcess, topic: str, count: int) -> tuple[Connection, list[Message]]:
+    """Another consumer of the channel takes ``count`` messages and keeps them in flight."""
+    conn = Connection(nsqd.tcp_address).connect()
+    conn.identify()
+    conn.sub(topic, "c")
+    conn.rdy(count)
+    taken = [conn.read_frame(5) for _ in range(count)]
+    assert all(isinstance(m, Message) for m in taken)
+    conn.rdy(0)
+    wait_until(lambda: channel_stats(nsqd, topic, "c")["in_flight_count"] == count)
+    return conn, taken  # type: ignore[return-value]
