@@ -13,9 +13,9 @@ def main(argv: list[str] | None = None) -> None:
     from nsqd_py.daemon.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
 
     patch_all()
+    from nsqd_py.config.options import options_or_exit
     from nsqd_py.core.nsqd import StartupError
     from nsqd_py.daemon import service
-    from nsqd_py.daemon.options import options_or_exit
     from nsqd_py.daemon.program import NSQDProgram
     from nsqd_py.runtime.log import Logger
 

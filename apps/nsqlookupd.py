@@ -15,8 +15,8 @@ def main(argv: list[str] | None = None) -> None:
     from nsqd_py.daemon.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
 
     patch_all()
+    from nsqd_py.config.options import parsed_or_exit
     from nsqd_py.daemon import service
-    from nsqd_py.daemon.options import parsed_or_exit
     from nsqd_py.lookupd.nsqlookupd import NSQLookupd, StartupError
     from nsqd_py.lookupd.options import parse_options
     from nsqd_py.runtime.log import Logger

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import gevent
 import orjson
 
-from ..daemon.options import Options
+from ..config.options import Options
 from ..go.gocompat import NSQ_ACCEPT
 from ..runtime.log import Logger
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..daemon.options import Options
+    from ..config.options import Options
 
 #: samples kept per half window (two halves per channel)
 SAMPLE_CAP = 2048

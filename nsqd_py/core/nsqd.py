@@ -27,7 +27,7 @@ from .message import MIN_VALID_MSG_LENGTH
 from .topic import Topic
 
 if TYPE_CHECKING:
-    from ..daemon.options import Options
+    from ..config.options import Options
     from .channel import Channel
 
 METADATA_FILE = "nsqd.dat"

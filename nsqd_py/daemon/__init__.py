@@ -1,2 +1,2 @@
-"""The nsqd daemon around the broker: options, start-up and shutdown (program, service), what the front doors
-share (context), TLS, systemd notification and gunicorn support."""
+"""The nsqd process around the broker: start-up and shutdown (program, service), gevent's patching, systemd
+notification and gunicorn support. Nothing in nsqd_py imports it but the executables."""

@@ -31,9 +31,9 @@ import gevent
 from gunicorn.arbiter import Arbiter
 from gunicorn.workers.ggevent import GeventWorker
 
+from ..config.options import Options, options_or_exit
 from ..runtime.listen import is_unix_address, port_of
 from ..runtime.log import Logger
-from .options import Options, options_or_exit
 
 if TYPE_CHECKING:
     from gunicorn.workers.base import Worker

@@ -7,8 +7,11 @@ import socket
 import gevent
 
 from ..cluster.auth import AuthServers
+from ..cluster.context import ServerContext
 from ..cluster.lookup import LookupLoop
 from ..cluster.statsd import StatsdPusher
+from ..config.options import Options
+from ..config.tlsconfig import TLSConfigError, build_server_context
 from ..core.nsqd import NSQD, StartupError
 from ..http.server import HTTPServer
 from ..runtime.listen import ListenError, listen, port_of
@@ -16,9 +19,6 @@ from ..runtime.log import Logger
 from ..runtime.version import version_line
 from ..tcp.server import TCPServer
 from . import sdnotify
-from .context import ServerContext
-from .options import Options
-from .tlsconfig import TLSConfigError, build_server_context
 
 #: how long stop() waits for connection greenlets to notice their closed sockets
 _DRAIN_SECONDS = 2.0

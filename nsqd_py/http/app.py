@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from ..daemon.options import TLS_REQUIRED
+from ..config.options import TLS_REQUIRED
 from .shortcuts import Shortcuts, WSGIApp
 
 if TYPE_CHECKING:
-    from ..daemon.context import ServerContext
+    from ..cluster.context import ServerContext
 
 
 def create_app(ctx: ServerContext, tls_enabled: bool = False) -> WSGIApp:

@@ -12,7 +12,7 @@ from typing import Any
 import falcon
 import orjson
 
-from ..daemon.context import ServerContext
+from ..cluster.context import ServerContext
 from ..runtime.log import LEVELS_BY_NAME
 from .body import read_body
 from .responses import APIError

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import falcon
 
-from ..daemon.context import ServerContext
+from ..cluster.context import ServerContext
 from .config import Config
 from .metrics import Metrics
 from .pub import MPub, Pub

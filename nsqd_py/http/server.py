@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import ssl
 
-from ..daemon.context import ServerContext
+from ..cluster.context import ServerContext
 from ..runtime.listen import display_address, remove_socket_file, unix_path
 from .app import create_app
 from .wsgi_server import WSGIServer

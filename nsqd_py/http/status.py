@@ -8,9 +8,9 @@ from typing import Any
 
 import falcon
 
+from ..cluster.context import ServerContext
 from ..core import stats
 from ..core.nsqd import NSQD
-from ..daemon.context import ServerContext
 from ..runtime.version import NSQ_VERSION
 from ..tcp.client_stats import client_stats
 from .params import bool_param, first, request_query

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from ..daemon.options import LOG_LEVEL
+from ..config.options import LOG_LEVEL
 from ..go.durations import SECOND
 from ..go.goflags import FlagSet
 from ..go.settings import BOOL, DURATION, STRING, parse_daemon_options, setting

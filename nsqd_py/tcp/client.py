@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
+from ..config.tlsconfig import cipher_suite_name, version_name
 from ..core.consumer import STATE_CLOSING, Consumer
-from ..daemon.tlsconfig import cipher_suite_name, version_name
 from ..runtime.fairness import BusyGuard
 from ..runtime.outbox import Outbox
 from ..runtime.transport import PlainTransport, TLSTransport, Transport

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 import gevent
 
 from ..cluster.auth import AuthError, AuthServers, AuthState
+from ..config.options import TOPOLOGY_EXPERIMENT
 from ..core.consumer import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED
 from ..core.errors import BackendError, ExitingError, MessageError
 from ..core.message import MSG_ID_LENGTH
-from ..daemon.options import TOPOLOGY_EXPERIMENT
 from ..go import jsonenc
 from ..go.gocompat import go_quote
 from ..runtime.version import NSQ_VERSION
@@ -22,8 +22,8 @@ from .errors import ClientError, FatalClientError, client_text
 from .identify import IdentifyData, parse_identify
 
 if TYPE_CHECKING:
+    from ..cluster.context import ServerContext
     from ..core.topic import Topic
-    from ..daemon.context import ServerContext
 
 OK = b"OK"
 _INT32 = struct.Struct(">i")

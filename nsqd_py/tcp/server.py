@@ -8,7 +8,7 @@ import struct
 
 from gevent.server import StreamServer
 
-from ..daemon.context import ServerContext
+from ..cluster.context import ServerContext
 from ..go.gocompat import join_host_port
 from ..runtime.listen import display_address, remove_socket_file, unix_path
 from ..runtime.outbox import Outbox

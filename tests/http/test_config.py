@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nsqd_py.daemon.options import CONFIG_KEYS
+from nsqd_py.config.options import CONFIG_KEYS
 from tests.http.http_support import NsqdFactory
 from tests.inprocess import InProcessNsqd
 from tests.support import NsqdProcess, Reply, request

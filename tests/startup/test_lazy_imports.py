@@ -15,7 +15,7 @@ PROBE = '''
 import sys
 from nsqd_py.daemon.gevent_patch import patch_all
 patch_all()
-from nsqd_py.daemon.options import options_or_exit
+from nsqd_py.config.options import options_or_exit
 from nsqd_py.daemon import service
 from nsqd_py.daemon.program import NSQDProgram
 lazy = {"requests", "prometheus_client", "falcon"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqd_py.daemon.options import (
+from nsqd_py.config.options import (
     CONFIG_KEYS,
     TLS_NOT_REQUIRED,
     TLS_REQUIRED,

@@ -1,5 +1,5 @@
 """What nsqd's front doors (TCP, HTTP, HTTPS) share besides the broker: TLS, auth, the lookup loop and the
-ports they listen on. program.py builds it; core/ never sees it, so the broker knows no sockets or cluster."""
+ports they listen on. daemon/program.py builds it; core/ never sees it, so the broker knows no sockets or cluster."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..cluster.auth import AuthServers
-    from ..cluster.lookup import LookupLoop
+    from ..config.options import Options
     from ..core.nsqd import NSQD
     from ..runtime.log import Logger
-    from .options import Options
+    from .auth import AuthServers
+    from .lookup import LookupLoop
 
 
 @dataclass(eq=False)
