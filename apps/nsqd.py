@@ -10,7 +10,7 @@ from nsqd_py.runtime.version import exit_if_only_version
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     exit_if_only_version(args, "nsqd")
-    from nsqd_py.daemon.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
+    from nsqd_py.daemon.gevent_patch import patch_all  # sockets, DNS, ssl, time.sleep: before anything using them
 
     patch_all()
     from nsqd_py.config.options import options_or_exit

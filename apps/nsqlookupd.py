@@ -12,7 +12,7 @@ _PREFIX = "[nsqlookupd] "
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     exit_if_only_version(args, "nsqlookupd")
-    from nsqd_py.daemon.gevent_patch import patch_all  # before anything that uses sockets or threads is imported
+    from nsqd_py.daemon.gevent_patch import patch_all  # sockets, DNS, ssl, time.sleep: before anything using them
 
     patch_all()
     from nsqd_py.config.options import parsed_or_exit

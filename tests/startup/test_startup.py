@@ -54,7 +54,7 @@ def test_startup_log_lines_and_real_port_for_port_0(tmp_path: Path) -> None:
     proc = subprocess.Popen([str(NSQD_BIN), "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
                              f"--data-path={tmp_path}"], stderr=subprocess.PIPE, text=True)
     try:
-        lines = []
+        lines: list[str] = []
         assert proc.stderr is not None
         while not any("HTTP: listening on" in line for line in lines):
             lines.append(proc.stderr.readline())
