@@ -20,7 +20,7 @@ import gevent
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from nsqd_py.core.diskqueue import DiskQueue
+from nsqd_py.core.disk.queue import DiskQueue
 from nsqd_py.runtime.log import WARN, Logger
 
 

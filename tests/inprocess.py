@@ -18,7 +18,7 @@ from nsqd_py.client.protocol import mpub_body
 from nsqd_py.cluster.context import ServerContext
 from nsqd_py.config.options import Options
 from nsqd_py.core.nsqd import NSQD
-from nsqd_py.http.app import create_app
+from nsqd_py.http_api.app import create_app
 from nsqd_py.runtime.log import Logger
 from nsqd_py.tcp.server import TCPServer
 from tests.support import FRAME_RESPONSE, NsqdProcess, RawConn, Reply

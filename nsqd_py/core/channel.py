@@ -182,11 +182,9 @@ class Channel:
 
     def _write_failed(self, err: BackendError) -> None:
         """A disk write failed: nsqd is unhealthy until one succeeds (the message is lost, as in nsqd; with
-        --sync-every=1 its publisher gets an error instead of OK, see Topic.publish)."""
+        --sync-every=1 its publisher gets an error instead of OK, see disk/acks.py)."""
         self._nsqd.set_health(err)
-        group = self._nsqd.group_commit
-        if group is not None:
-            group.failed(err)
+        self._nsqd.acks.failed(err)
         self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
 
     def _release_token(self, msg: Message) -> None:

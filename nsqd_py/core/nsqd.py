@@ -19,10 +19,11 @@ import orjson
 from ..runtime.log import Logger
 from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
-from .diskqueue import DiskQueue, DummyBackend
+from .disk.acks import Acks
+from .disk.ephemeral import DummyBackend
+from .disk.queue import DiskQueue
 from .edges import BackendQueue, Client
 from .errors import ExitingError
-from .group_commit import GroupCommit
 from .message import MIN_VALID_MSG_LENGTH
 from .topic import Topic
 
@@ -56,8 +57,8 @@ class NSQD:
         #: called with (event, topic, channel) for topic/channel create/delete (lookupd peers listen)
         self.listeners: list[Callable[[str, Topic, Channel | None], None]] = []
         self.data_path = os.path.abspath(opts.data_path or os.getcwd())
-        #: --sync-every=1 (every write synced before its OK): one fsync round serves all waiting publishers
-        self.group_commit = GroupCommit() if opts.sync_every <= 1 else None
+        #: what an OK to a publisher means (with --sync-every=1: on disk, by group commit rounds)
+        self.acks = Acks(opts.sync_every, self.set_health)
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -181,7 +182,7 @@ class NSQD:
         return DiskQueue(
             name, self.data_path, opts.max_bytes_per_file, MIN_VALID_MSG_LENGTH,
             MIN_VALID_MSG_LENGTH + opts.max_msg_size, opts.sync_every, opts.sync_timeout,
-            self.logger, before_sync=before_sync, group=self.group_commit,
+            self.logger, before_sync=before_sync, acks=self.acks if self.acks.durable else None,
         )
 
     # ---- metadata (nsqd.dat) ------------------------------------------------------------------

@@ -14,7 +14,6 @@ import gevent
 
 from .channel import Channel
 from .errors import BackendError, ExitingError
-from .group_commit import GroupCommit
 from .guid import GuidFactory
 from .message import Parked
 from .queue import MessageQueue
@@ -103,13 +102,13 @@ class Topic:
         """Accept published bodies as new messages (consecutive ids, one timestamp).
 
         ExitingError while closing, BackendError when a disk write fails (like nsqd, the
-        messages before the failing one stay accepted). With --sync-every=1 it returns once the
-        fsync round covering every message it wrote to disk has returned (see _await_durable).
+        messages before the failing one stay accepted) or the acks refuse an OK (with
+        --sync-every=1 it returns once the messages are on disk; see disk/acks.py).
         """
         if self.exiting:
             raise ExitingError()
-        group = self._nsqd.group_commit
-        writes, failures = (group.writes, group.failures) if group is not None else (0, 0)
+        acks = self._nsqd.acks
+        begun = acks.begin()
         timestamp: Any = time.time_ns()  # boxed once for all the messages (see Parked)
         delay: Any = deferred
         parked: list[Parked] = [(msg_id, body, timestamp, 0, delay, None)
@@ -121,21 +120,7 @@ class Topic:
             self._enqueue_all(parked)
         self.message_count += len(bodies)
         self.message_bytes += sum(len(body) for body in bodies)
-        if group is not None:
-            self._await_durable(group, writes, failures)
-
-    def _await_durable(self, group: GroupCommit, writes: int, failures: int) -> None:
-        """--sync-every=1: return once the fsync round covering this publish's disk writes has returned.
-        BackendError if that sync failed, or if a channel's copy could not be written (the channel logs
-        and drops it, as nsqd does, but the publisher must not get OK)."""
-        if group.writes != writes:
-            try:
-                group.wait()
-            except BackendError as err:
-                self._nsqd.set_health(err)
-                raise
-        if group.failures != failures:
-            raise BackendError(group.last_failure)
+        acks.settle(begun)
 
     def _enqueue_all(self, parked: list[Parked]) -> None:
         try:

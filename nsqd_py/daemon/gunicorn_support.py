@@ -95,7 +95,7 @@ class NSQDApplication:
         """
         # the worker's imports, after gunicorn's monkey-patching (see the module docstring)
         from ..core.nsqd import StartupError
-        from ..http.app import create_app
+        from ..http_api.app import create_app
         from .program import NSQDProgram
 
         logger = Logger(opts.log_prefix, opts.log_level)

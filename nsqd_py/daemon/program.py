@@ -13,7 +13,7 @@ from ..cluster.statsd import StatsdPusher
 from ..config.options import Options
 from ..config.tlsconfig import TLSConfigError, build_server_context
 from ..core.nsqd import NSQD, StartupError
-from ..http.server import HTTPServer
+from ..http_api.serving import HTTPServer
 from ..runtime.listen import ListenError, listen, port_of
 from ..runtime.log import Logger
 from ..runtime.version import version_line

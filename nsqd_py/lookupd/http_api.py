@@ -1,4 +1,4 @@
-"""nsqlookupd's HTTP API on Falcon, with nsqd's envelope, router and access log (nsqd_py/http).
+"""nsqlookupd's HTTP API on Falcon, with nsqd's envelope, router and access log (nsqd_py/http_api).
 
 GET /ping, /info, /debug, /lookup, /topics, /channels, /nodes; POST /topic/create, /topic/delete,
 /topic/tombstone, /channel/create, /channel/delete. JSON objects come with sorted keys, as Go encodes maps;
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import falcon
 
-from ..http.params import required_arg, topic_channel_args
-from ..http.responses import APIError
-from ..http.routing import falcon_app
+from ..http_api.params import required_arg, topic_channel_args
+from ..http_api.responses import APIError
+from ..http_api.routing import falcon_app
 from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
 from .registration_db import Registration, filter_by_active, keys, subkeys

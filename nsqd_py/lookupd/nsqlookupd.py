@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from ..http.wsgi_server import WSGIServer
+from ..http_server.server import WSGIServer
 from ..runtime.listen import ListenError, display_address, listen, port_of
 from ..runtime.log import Logger
 from ..runtime.version import version_line

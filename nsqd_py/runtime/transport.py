@@ -13,7 +13,7 @@ Timeout per send. So a plain socket is driven here by the hub's watchers directl
   timer), not a socket timeout.
 
 TLS connections keep gevent's SSL socket (`TLSTransport`), which waits by itself; their sends always go through
-the sending greenlet. Both front doors use these: tcp/client.py and http/connection.py.
+the sending greenlet. Both front doors use these: tcp/client.py and http_server/connection.py.
 """
 
 from __future__ import annotations

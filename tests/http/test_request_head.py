@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from nsqd_py.http.request_head import HeadError, parse_head
+from nsqd_py.http_server.request_head import HeadError, parse_head
 from tests.http.http_support import parse_raw_reply, raw_exchange
 from tests.support import NsqdProcess
 

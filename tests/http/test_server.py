@@ -369,7 +369,7 @@ def test_pipelined_flood_does_not_starve_other_clients(shared_nsqd: NsqdProcess)
 
 def test_an_answer_bigger_than_the_socket_buffers_reaches_a_slow_reader(nsqd_factory: NsqdFactory) -> None:
     """/stats as text for 1500 topics (~170 KB) to a client that reads nothing at first: the server sends what
-    the socket takes and finishes the rest when the client reads (http/connection.py), while serving others;
+    the socket takes and finishes the rest when the client reads (http_server/connection.py), while serving others;
     the pipelined request behind it is answered after it, in order."""
     nsqd = nsqd_factory()
     with ThreadPoolExecutor(8) as pool:

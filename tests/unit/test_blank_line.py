@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from nsqd_py.http.wsgi_server import _blank_line
+from nsqd_py.http_server.server import _blank_line
 
 _BLANK = re.compile(rb"\r?\n\r?\n")
 

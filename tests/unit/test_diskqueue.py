@@ -14,8 +14,8 @@ from pathlib import Path
 import gevent
 import pytest
 
-from nsqd_py.core import diskqueue as dq_module
-from nsqd_py.core.diskqueue import DiskQueue, DummyBackend
+from nsqd_py.core.disk.ephemeral import DummyBackend
+from nsqd_py.core.disk.queue import DiskQueue
 from nsqd_py.core.errors import BackendError
 from nsqd_py.runtime.log import DEBUG, Logger
 
@@ -294,7 +294,7 @@ def test_write_error_raises_and_leaves_no_garbage(tmp_path: Path, monkeypatch: p
             raise OSError(28, "No space left on device")
         return real_pwrite(fd, data[:20], offset)
 
-    monkeypatch.setattr(dq_module.os, "pwrite", half_then_fail)
+    monkeypatch.setattr(os, "pwrite", half_then_fail)
     with pytest.raises(BackendError, match="No space left"):
         q.put(rec(1))
     monkeypatch.undo()
@@ -502,7 +502,7 @@ def test_sync_every_counts_puts_and_acks(tmp_path: Path) -> None:
 def test_sync_every_one_fsyncs_each_put(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real_fsync = os.fsync
-    monkeypatch.setattr(dq_module.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     q = make_queue(tmp_path, sync_every=1)
     q.put(rec(0))
     assert q._wfd in synced
@@ -570,7 +570,7 @@ def test_concurrent_puts_share_fsyncs(tmp_path: Path, monkeypatch: pytest.Monkey
         time.sleep(0.005)
         real_fsync(fd)
 
-    monkeypatch.setattr(dq_module.os, "fsync", slow_fsync)
+    monkeypatch.setattr(os, "fsync", slow_fsync)
     q = make_queue(tmp_path, max_bytes=2000, sync_every=1)
 
     def publisher(n: int) -> None:
@@ -596,7 +596,7 @@ def test_fsync_does_not_block_the_event_loop(tmp_path: Path, monkeypatch: pytest
         time.sleep(0.1)
         real_fsync(fd)
 
-    monkeypatch.setattr(dq_module.os, "fsync", slow_fsync)
+    monkeypatch.setattr(os, "fsync", slow_fsync)
     ticks = [0]
 
     def ticker() -> None:
@@ -620,7 +620,7 @@ def test_failed_sync_raises_and_is_retried(tmp_path: Path, monkeypatch: pytest.M
     def broken(fd: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(dq_module.os, "fsync", broken)
+    monkeypatch.setattr(os, "fsync", broken)
     with pytest.raises(BackendError, match="Input/output error"):
         q.put(rec(0))
     monkeypatch.undo()

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from nsqd_py.core.diskqueue import DiskQueue
+from nsqd_py.core.disk.queue import DiskQueue
 from tests.support import go_fixture
 from tests.unit.test_diskqueue import CapturingLogger, go_read
 

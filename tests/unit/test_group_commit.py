@@ -1,4 +1,4 @@
-"""GroupCommit: one round at a time, each covering every queue written since the previous round began."""
+"""Acks' group commit: one round at a time, each covering every queue written since the previous round began."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from nsqd_py.core import group_commit
+from nsqd_py.core.disk import acks
+from nsqd_py.core.disk.acks import Acks
 from nsqd_py.core.errors import BackendError
-from nsqd_py.core.group_commit import GroupCommit
 
 
 class FakeQueue:
@@ -28,8 +28,12 @@ class FakeQueue:
         self.log.append(f"end {self.name}")
 
 
+def durable() -> Acks:
+    return Acks(sync_every=1, unhealthy=lambda err: None)
+
+
 def test_writes_during_a_round_share_the_next_one_and_wait_for_it() -> None:
-    group, log = GroupCommit(), []
+    group, log = durable(), []
     first_gate, second_gate = Event(), Event()
     a, b = FakeQueue("a", log, first_gate), FakeQueue("b", log, second_gate)
     group.written(a)
@@ -55,7 +59,7 @@ def test_writes_during_a_round_share_the_next_one_and_wait_for_it() -> None:
 
 
 def test_a_failed_sync_fails_the_waiters_of_its_round_only() -> None:
-    group, log = GroupCommit(), []
+    group, log = durable(), []
     broken = FakeQueue("a", log, fail="disk on fire")
     group.written(broken)
     with pytest.raises(BackendError, match="disk on fire"):
@@ -67,7 +71,7 @@ def test_a_failed_sync_fails_the_waiters_of_its_round_only() -> None:
 
 
 def test_wait_without_a_write_since_the_last_round_returns_at_once() -> None:
-    group, log = GroupCommit(), []
+    group, log = durable(), []
     group.wait()
     group.written(FakeQueue("a", log))
     group.wait()
@@ -75,7 +79,7 @@ def test_wait_without_a_write_since_the_last_round_returns_at_once() -> None:
     assert log == ["start a", "end a"]
 
 
-def _publisher(group: GroupCommit, queue: FakeQueue, delay: float) -> None:
+def _publisher(group: Acks, queue: FakeQueue, delay: float) -> None:
     gevent.sleep(delay)
     group.written(queue)
     group.wait()
@@ -84,14 +88,14 @@ def _publisher(group: GroupCommit, queue: FakeQueue, delay: float) -> None:
 @pytest.fixture
 def gather(monkeypatch: pytest.MonkeyPatch) -> float:
     """A gathering time long enough that a loaded machine cannot make these tests flaky."""
-    monkeypatch.setattr(group_commit, "GATHER_SECONDS", 0.2)
+    monkeypatch.setattr(acks, "GATHER_SECONDS", 0.2)
     return 0.2
 
 
 def test_a_round_waits_for_the_publishers_of_the_previous_round(gather: float) -> None:
     """Three publishers were answered by round 1; they come back 0, 10 and 20 ms later, all inside the gathering
     time, so one round (one sync) answers all three."""
-    group, log = GroupCommit(), []
+    group, log = durable(), []
     queue = FakeQueue("a", log)
     gevent.joinall([gevent.spawn(_publisher, group, queue, 0) for _ in range(3)], timeout=5, raise_error=True)
     assert log.count("start a") == 1
@@ -103,7 +107,7 @@ def test_a_round_waits_for_the_publishers_of_the_previous_round(gather: float) -
 def test_a_round_does_not_wait_past_the_gathering_time_for_publishers_that_left(gather: float) -> None:
     """Round 1 answered three publishers; only one comes back: its round starts after the gathering time, and
     the round after it waits for one publisher only."""
-    group, log = GroupCommit(), []
+    group, log = durable(), []
     queue = FakeQueue("a", log)
     gevent.joinall([gevent.spawn(_publisher, group, queue, 0) for _ in range(3)], timeout=5, raise_error=True)
     started = time.monotonic()
@@ -113,3 +117,40 @@ def test_a_round_does_not_wait_past_the_gathering_time_for_publishers_that_left(
     _publisher(group, queue, 0)
     assert time.monotonic() - started < gather * 0.5, "one publisher left: no waiting for three"
     assert log.count("start a") == 3
+
+
+def test_a_publish_that_wrote_nothing_settles_while_a_round_runs() -> None:
+    group, log = durable(), []
+    gate = Event()
+    group.written(FakeQueue("a", log, gate))
+    others = gevent.spawn(group.wait)
+    gevent.idle()
+    group.settle(group.begin())  # only memory: no wait for the others' round
+    assert not others.ready()
+    gate.set()
+    others.join(timeout=5)
+
+
+def test_a_failed_round_fails_its_publishes_and_makes_nsqd_unhealthy() -> None:
+    told: list[Exception] = []
+    group = Acks(sync_every=1, unhealthy=told.append)
+    begun = group.begin()
+    group.written(FakeQueue("a", [], fail="disk on fire"))
+    with pytest.raises(BackendError, match="disk on fire"):
+        group.settle(begun)
+    assert [str(err) for err in told] == ["disk on fire"]
+
+
+def test_a_lost_channel_copy_fails_its_publish_only_when_durable() -> None:
+    told: list[Exception] = []
+    for sync_every, fails in ((1, True), (2500, False)):
+        group = Acks(sync_every=sync_every, unhealthy=told.append)
+        begun = group.begin()
+        group.failed(BackendError("no space"))
+        if fails:
+            with pytest.raises(BackendError, match="no space"):
+                group.settle(begun)
+        else:
+            group.settle(begun)
+        group.settle(group.begin())  # a later publish is not failed by it
+    assert not told, "the channel told nsqd itself"

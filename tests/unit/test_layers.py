@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import configparser
 import fnmatch
 from pathlib import Path
 
@@ -14,10 +15,11 @@ PACKAGE = Path(nsqd_py.__file__).parent
 APPS = PACKAGE.parent / "apps"  # installed as nsqd_py.apps
 
 #: the server, bottom to top: a part may import the parts before it and none after. go/ and runtime/ are helpers
-#: under everything; config/ is the options every layer reads; core/ is the broker; cluster/ its surroundings and
-#: the context the front doors share; tcp/ and http/ are the front doors (lookupd reuses both); daemon/ assembles
-#: the process, and nothing but the executables imports it.
-SERVER = ("go", "runtime", "wire", "config", "core", "cluster", "tcp", "http", "lookupd", "daemon")
+#: under everything; http_server/ is the HTTP/1.1 transport, which knows nothing of the broker; config/ is the
+#: options every layer reads; core/ is the broker; cluster/ its surroundings and the context the front doors share;
+#: tcp/ and http_api/ are the front doors (lookupd reuses both, and the transport); daemon/ assembles the process,
+#: and nothing but the executables imports it.
+SERVER = ("go", "runtime", "wire", "http_server", "config", "core", "cluster", "tcp", "http_api", "lookupd", "daemon")
 #: the client side (the blocking client, the tools, Spark) stands on the bottom three and never on the server.
 CLIENT_BASE = ("go", "runtime", "wire")
 
@@ -86,10 +88,11 @@ def test_the_layer_rules_catch_an_upward_import(tmp_path: Path) -> None:
     assert "nsqd_py.cluster.context" in imported_modules(PACKAGE / "daemon" / "program.py")
     probe = tmp_path / "nsqd_py" / "core" / "probe.py"
     probe.parent.mkdir(parents=True)
-    probe.write_text("from ..config.options import Options\nfrom ..daemon import program\nimport nsqd_py.http.pub\n")
+    probe.write_text("from ..config.options import Options\nfrom ..daemon import program\n"
+                     "import nsqd_py.http_api.pub\n")
     assert _leaks(probe, "core", ALLOWED["core"], tmp_path) == {
         "nsqd_py/core/probe.py: nsqd_py.daemon", "nsqd_py/core/probe.py: nsqd_py.daemon.program",
-        "nsqd_py/core/probe.py: nsqd_py.http.pub"}
+        "nsqd_py/core/probe.py: nsqd_py.http_api.pub"}
 
 
 def test_unit_tests_start_no_process() -> None:
@@ -114,3 +117,13 @@ def test_pytest_collects_every_test_directory(pytestconfig: pytest.Config) -> No
                      if path.is_dir() and path.name != "__pycache__"
                      and any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns))
     assert skipped == []
+
+
+def test_setup_cfg_ships_every_package() -> None:
+    """setup.cfg lists the packages by name: one left out installs without it (the wheel test finds that only
+    minutes later)."""
+    config = configparser.ConfigParser()
+    config.read(PACKAGE.parent / "setup.cfg")
+    listed = set(config["options"]["packages"].split())
+    on_disk = {".".join(path.parent.relative_to(PACKAGE.parent).parts) for path in PACKAGE.rglob("__init__.py")}
+    assert listed - {"nsqd_py.apps"} == on_disk

@@ -1,4 +1,4 @@
-"""runtime/transport.py and http/connection.py on socket pairs: sends never block their caller and stay in order,
+"""runtime/transport.py and http_server/connection.py on socket pairs: sends never block their caller and stay in order,
 what the socket cannot take at once is finished by a sender greenlet (within the write deadline where there is
 one), a read after an answer waits for data, and HTTP answers written in one loop turn go out together."""
 
@@ -9,7 +9,7 @@ import socket
 import gevent
 from gevent import socket as gsocket
 
-from nsqd_py.http.connection import PlainConnection
+from nsqd_py.http_server.connection import PlainConnection
 from nsqd_py.runtime.outbox import Outbox
 from nsqd_py.runtime.transport import PlainTransport, SendTimeout
 

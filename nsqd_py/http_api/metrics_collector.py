@@ -1,4 +1,4 @@
-"""The Prometheus side of GET /metrics (http/metrics.py): imported at the first scrape, not at start-up.
+"""The Prometheus side of GET /metrics (metrics.py): imported at the first scrape, not at start-up.
 
 A custom collector reads one `core.stats.snapshot` per scrape, so /metrics, /stats and statsd always agree.
 Names and labels are listed in docs/cluster.md; counters reset when nsqd restarts, as nsqd's own counters do.

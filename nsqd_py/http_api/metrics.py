@@ -1,6 +1,6 @@
 """GET /metrics: the stats snapshot in Prometheus' text format (nsqd itself only pushes to statsd, see #732).
 
-The collectors live in http/metrics_collector.py (names and labels: docs/cluster.md).
+The collectors live in metrics_collector.py (names and labels: docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 class Metrics:
-    """The /metrics resource. Its registry (http/metrics_collector.py) is made at the first scrape:
+    """The /metrics resource. Its registry (metrics_collector.py) is made at the first scrape:
     prometheus_client costs start-up ~20 ms, and many nsqd are never scraped."""
 
     def __init__(self, nsqd: NSQD) -> None:

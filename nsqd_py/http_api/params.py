@@ -51,9 +51,14 @@ def _unescape(text: str) -> str:
 
 
 def request_query(req: falcon.Request) -> Query:
-    """The request's query, or 400 INVALID_REQUEST (logged like nsqd) when Go could not parse it."""
+    """The request's query (see `query_args`)."""
+    return query_args(req.query_string)
+
+
+def query_args(query_string: str) -> Query:
+    """A request's query, or 400 INVALID_REQUEST (logged like nsqd) when Go could not parse it."""
     try:
-        return parse_query(req.query_string)
+        return parse_query(query_string)
     except ValueError as err:
         raise APIError(400, "INVALID_REQUEST", log=f"failed to parse request params - {err}") from None
 
@@ -87,11 +92,14 @@ def topic_channel_args(req: falcon.Request) -> tuple[str, str]:
     return required_arg(query, "topic", "INVALID_ARG_TOPIC"), required_arg(query, "channel", "INVALID_ARG_CHANNEL")
 
 
-def topic_from_query(nsqd: NSQD, req: falcon.Request) -> tuple[Query, Topic]:
+def topic_from_query(nsqd: NSQD, query: Query) -> Topic:
     """nsqd's `getTopicFromQuery`: the topic named by `topic=`, created if new."""
-    query = request_query(req)
-    name = required_arg(query, "topic", "INVALID_TOPIC")
+    return get_topic(nsqd, required_arg(query, "topic", "INVALID_TOPIC"))
+
+
+def get_topic(nsqd: NSQD, name: str) -> Topic:
+    """The topic ``name`` (a valid name), created if new; 503 EXITING while nsqd shuts down."""
     try:
-        return query, nsqd.get_topic(name)
+        return nsqd.get_topic(name)
     except ExitingError:
         raise APIError(503, "EXITING") from None

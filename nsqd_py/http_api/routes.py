@@ -11,10 +11,11 @@ import falcon
 from ..cluster.context import ServerContext
 from .config import Config
 from .metrics import Metrics
+from .ping import Ping
 from .pub import MPub, Pub
 from .responses import JSON_TYPE, NSQ_CONTENT_TYPE, status_line
 from .routing import falcon_app
-from .status import Info, Ping, Stats
+from .status import Info, Stats
 from .topics import Channels, Topics
 
 _ACTIONS = ("create", "delete", "empty", "pause", "unpause")

@@ -1,5 +1,5 @@
-"""Serving the HTTP API (and HTTPS) inside the nsqd process: a lean HTTP/1.1 server on gevent, one
-greenlet per connection, so a client trickling a request in holds up only itself."""
+"""Serving the HTTP API (and HTTPS) inside the nsqd process on the http_server/ transport: one greenlet per
+connection, so a client trickling a request in holds up only itself."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import socket
 import ssl
 
 from ..cluster.context import ServerContext
+from ..http_server.server import WSGIServer
 from ..runtime.listen import display_address, remove_socket_file, unix_path
 from .app import create_app
-from .wsgi_server import WSGIServer
 
 
 class HTTPServer:

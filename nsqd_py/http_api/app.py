@@ -10,10 +10,11 @@ import functools
 from typing import TYPE_CHECKING
 
 from ..config.options import TLS_REQUIRED
-from .shortcuts import Shortcuts, WSGIApp
+from .shortcuts import Shortcuts
 
 if TYPE_CHECKING:
     from ..cluster.context import ServerContext
+    from ..http_server.server import WSGIApp
 
 
 def create_app(ctx: ServerContext, tls_enabled: bool = False) -> WSGIApp:

@@ -12,7 +12,7 @@ import falcon
 from ..core.channel import Channel
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
-from .params import required_arg, topic_channel_args, topic_from_query
+from .params import request_query, required_arg, topic_channel_args, topic_from_query
 from .responses import APIError
 
 
@@ -41,7 +41,7 @@ class Topics:
         return topic
 
     def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> None:
-        topic_from_query(self.nsqd, req)
+        topic_from_query(self.nsqd, request_query(req))
 
     def on_post_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         if not self.nsqd.delete_existing_topic(_topic_name(req, validate=False)):

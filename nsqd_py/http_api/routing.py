@@ -19,15 +19,18 @@ envelope (or plain text with ``plain=True``).
 
 from __future__ import annotations
 
+import functools
+import time
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 import falcon
 from falcon.routing import map_http_methods
 
+from ..http_server.access_log import log_access
 from ..runtime.log import Logger
-from .access_log import logged
-from .responses import HTML_TYPE, APIError, Responder, plain_text, status_line, v1
+from .responses import HTML_TYPE, APIError, Handler, Responder, plain_text, status_line, v1
 
 # Go's url.URL.EscapedPath leaves these alone in a path (on top of letters, digits and `-._~`).
 _PATH_SAFE = "/$&+,:;=@"
@@ -150,6 +153,32 @@ class Router:
         """httprouter's `Allow`: the other methods served there, plus OPTIONS, sorted ("" when none)."""
         methods = {m for r in routes for m in r.method_maps if m not in (method, "OPTIONS")}
         return ", ".join(sorted({*methods, "OPTIONS"})) if methods else ""
+
+
+def logged(handler: Handler, logger: Logger) -> Handler:
+    """nsqd's `http_api.Log` decorator: the access line with the handler's own status (200, or its APIError's
+    code) and time, before the response is written, exactly where nsqd measures it. /pub, /mpub, OPTIONS and
+    redirects are not logged."""
+
+    @functools.wraps(handler)
+    def wrapper(req: falcon.Request, resp: falcon.Response, **params: str) -> Any:
+        start = time.perf_counter_ns()
+        status = 200
+        try:
+            return handler(req, resp, **params)
+        except APIError as err:
+            status = err.code
+            if err.log:  # nsqd writes it from inside the handler, so before the access line
+                logger.error(err.log)
+                err.log = ""
+            raise
+        except Exception:
+            status = 500
+            raise
+        finally:
+            log_access(logger, status, req.method, req.env, start)
+
+    return wrapper
 
 
 def falcon_app(logger: Logger, middleware: list[object] | None = None) -> falcon.App:

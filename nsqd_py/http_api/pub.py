@@ -1,4 +1,8 @@
-"""POST /pub and POST /mpub, with nsqd's checks in nsqd's order (bodies read through body.py's cap)."""
+"""POST /pub and POST /mpub, with nsqd's checks in nsqd's order (bodies read through body.py's cap).
+
+`pub` is /pub's one implementation: the Falcon route and the shortcut (shortcuts.py) both call it. It imports
+no Falcon, so the shortcut serves a process that is only published to without loading it.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ from ..core.errors import BackendError, ExitingError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..go.durations import MILLISECOND
+from ..wire.names import is_valid_name
 from .body import BodyStream, read_body, read_body_until_broken
-from .params import BOOL_PARAMS, Query, first, topic_from_query
+from .params import BOOL_PARAMS, Query, first, get_topic, query_args, request_query, topic_from_query
 from .responses import APIError
 
 if TYPE_CHECKING:
@@ -18,6 +23,30 @@ if TYPE_CHECKING:
 
 _INT32 = struct.Struct(">i")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_TOPIC_PARAM = "topic="
+#: characters that make a query more than `topic=NAME` for Go's url.ParseQuery (another pair, an escape)
+_NOT_PLAIN = frozenset("&;%+")
+
+
+def is_plain(query_string: str) -> bool:
+    """The query is `topic=NAME` alone, as Go's url.ParseQuery reads it: NAME is the whole value, unescaped."""
+    return query_string.startswith(_TOPIC_PARAM) and _NOT_PLAIN.isdisjoint(query_string)
+
+
+def pub(nsqd: NSQD, content_length: int | None, stream: BodyStream, query_string: str) -> str:
+    """nsqd's doPUB: the body, then the topic (created if new), then `defer`, then the publish."""
+    body = read_message(nsqd, content_length, stream)
+    if is_plain(query_string):  # what nearly every publisher sends: nothing to parse, nothing deferred
+        name = query_string[len(_TOPIC_PARAM):]
+        if not is_valid_name(name):
+            raise APIError(400, "INVALID_TOPIC")
+        publish(get_topic(nsqd, name), [body])
+        return "OK"
+    query = query_args(query_string)
+    topic = topic_from_query(nsqd, query)
+    defer = first(query, "defer")
+    publish(topic, [body], _defer_seconds(nsqd, defer) if defer is not None else 0.0)
+    return "OK"
 
 
 def read_message(nsqd: NSQD, content_length: int | None, stream: BodyStream) -> bytes:
@@ -44,30 +73,27 @@ def publish(topic: Topic, bodies: list[bytes], deferred: float = 0.0) -> None:
         raise APIError(503, "EXITING") from None
 
 
+def _defer_seconds(nsqd: NSQD, text: str) -> float:
+    """`defer` in ms: a Go int64 (`strconv.ParseInt`), multiplied into a Duration with int64 wrap-around,
+    then 0 <= d <= --max-req-timeout."""
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits or not (digits.isascii() and digits.isdigit()):
+        raise APIError(400, "INVALID_DEFER")
+    ms = int(text)
+    if not _INT64_MIN <= ms <= _INT64_MAX:
+        raise APIError(400, "INVALID_DEFER")
+    deferred = (ms * MILLISECOND - _INT64_MIN) % (1 << 64) + _INT64_MIN
+    if deferred < 0 or deferred > nsqd.opts.max_req_timeout:
+        raise APIError(400, "INVALID_DEFER")
+    return deferred / 1e9
+
+
 class Pub:
     def __init__(self, nsqd: NSQD) -> None:
         self.nsqd = nsqd
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> str:
-        body = read_message(self.nsqd, req.content_length, req.stream)
-        query, topic = topic_from_query(self.nsqd, req)
-        defer = first(query, "defer")
-        publish(topic, [body], self._defer_seconds(defer) if defer is not None else 0.0)
-        return "OK"
-
-    def _defer_seconds(self, text: str) -> float:
-        """`defer` in ms: a Go int64 (`strconv.ParseInt`), multiplied into a Duration with int64 wrap-around,
-        then 0 <= d <= --max-req-timeout."""
-        digits = text[1:] if text[:1] in "+-" else text
-        if not digits or not (digits.isascii() and digits.isdigit()):
-            raise APIError(400, "INVALID_DEFER")
-        ms = int(text)
-        if not _INT64_MIN <= ms <= _INT64_MAX:
-            raise APIError(400, "INVALID_DEFER")
-        deferred = (ms * MILLISECOND - _INT64_MIN) % (1 << 64) + _INT64_MIN
-        if deferred < 0 or deferred > self.nsqd.opts.max_req_timeout:
-            raise APIError(400, "INVALID_DEFER")
-        return deferred / 1e9
+        return pub(self.nsqd, req.content_length, req.stream, req.query_string)
 
 
 class MPub:
@@ -80,7 +106,8 @@ class MPub:
         opts = self.nsqd.opts
         if (req.content_length or 0) > opts.max_body_size:
             raise APIError(413, "BODY_TOO_BIG")
-        query, topic = topic_from_query(self.nsqd, req)
+        query = request_query(req)
+        topic = topic_from_query(self.nsqd, query)
         if self._binary(query):
             body = read_body_until_broken(req, opts.max_body_size)
             if len(body) > opts.max_body_size:

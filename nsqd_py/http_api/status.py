@@ -1,4 +1,4 @@
-"""Read-only endpoints: GET /ping, GET /info and GET /stats."""
+"""Read-only endpoints: GET /info and GET /stats (GET /ping is ping.py)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,7 @@ from ..core.nsqd import NSQD
 from ..runtime.version import NSQ_VERSION
 from ..tcp.client_stats import client_stats
 from .params import bool_param, first, request_query
-from .shortcuts import ping
 from .stats_text import render_stats
-
-
-class Ping:
-    def __init__(self, nsqd: NSQD) -> None:
-        self.nsqd = nsqd
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> str:
-        return ping(self.nsqd)
 
 
 class Info:

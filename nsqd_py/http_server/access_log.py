@@ -1,44 +1,17 @@
-"""nsqd's access log line (`http_api.Log`): `<status> <METHOD> <uri> (<remote addr>) <elapsed>` at INFO.
+"""The access log line of NSQ's `http_api.Log`: `<status> <METHOD> <uri> (<remote addr>) <elapsed>` at INFO.
 
-The status is the handler's own (200, or its APIError's code), and the time is the handler's, before the
-response is written, exactly where nsqd measures it. /pub, /mpub, OPTIONS and redirects are not logged.
+The app writes it, not the server: nsqd times the handler alone, before the response is written
+(http_api/routing.py's `logged` for the Falcon routes, the /ping shortcut for itself).
 """
 
 from __future__ import annotations
 
-import functools
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..go.durations import format_duration
 from ..go.gocompat import join_host_port
 from ..runtime.log import INFO, Logger
-from .responses import APIError, Handler
-
-if TYPE_CHECKING:
-    import falcon
-
-
-def logged(handler: Handler, logger: Logger) -> Handler:
-    @functools.wraps(handler)
-    def wrapper(req: falcon.Request, resp: falcon.Response, **params: str) -> Any:
-        start = time.perf_counter_ns()
-        status = 200
-        try:
-            return handler(req, resp, **params)
-        except APIError as err:
-            status = err.code
-            if err.log:  # nsqd writes it from inside the handler, so before the access line
-                logger.error(err.log)
-                err.log = ""
-            raise
-        except Exception:
-            status = 500
-            raise
-        finally:
-            log_access(logger, status, req.method, req.env, start)
-
-    return wrapper
 
 
 def log_access(logger: Logger, status: int, method: str, env: dict[str, Any], start_ns: int) -> None:

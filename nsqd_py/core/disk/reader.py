@@ -1,0 +1,221 @@
+"""The read side of a disk queue: the read cursor, records handed out and not acked yet, bad files.
+
+A record handed out by :meth:`DiskReader.read_one` stays on disk, and before the persisted read position, until it
+is acked, so a crash redelivers it instead of losing it (Go's diskqueue forgets it as soon as it is read). Reading
+never yields to the gevent hub. :class:`~nsqd_py.core.disk.queue.DiskQueue` adds writing and syncing on top.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+from nsqd_py.runtime.log import Logger
+
+from .format import LENGTH, READ_CHUNK, QueueFiles
+
+__all__ = ["DiskReader"]
+
+
+class _Token:
+    """A record handed out by read_one: its read sequence number and where it starts."""
+
+    __slots__ = ("file_num", "pos", "seq")
+
+    def __init__(self, seq: int, file_num: int, pos: int) -> None:
+        self.seq = seq
+        self.file_num = file_num
+        self.pos = pos
+
+
+class DiskReader:
+    """Positions and reading; the write position is the writer's, read here to know where the data ends.
+
+    Three positions matter: the write position (where the next record goes), the read cursor (the next record
+    read_one returns; memory only) and the persisted read position (the oldest record handed out and not acked
+    yet, or the read cursor when everything handed out is acked), which the meta file stores so that Go or we
+    redeliver what was in flight.
+    """
+
+    def __init__(self, files: QueueFiles, logger: Logger) -> None:
+        self.name = files.name
+        self._files = files
+        self._min_size = files.min_size
+        self._max_size = files.max_size
+        self._log = logger
+        self._wfile = self._wpos = 0
+        self._rfile = self._rpos = 0
+        self._unread = 0  # records between the read cursor and the write position
+        self._pending: OrderedDict[int, _Token] = OrderedDict()  # handed out, not acked, in read order
+        self._read_seq = 0  # sequence number of the next record handed out
+        self._lowest = 0  # lowest file number that may still be on disk
+        self._bad: set[int] = set()  # files with a bad record: renamed to .bad (not removed) once released
+        self._rfd: int | None = None
+        self._rlimit = 0  # size of the open read file once it is finished (Go's maxBytesPerFileRead)
+        self._buf = b""  # read-ahead of the read file, starting at file offset _buf_pos
+        self._buf_pos = 0
+        self._changes = 0  # bumped by every change the meta file should reflect
+        self._closed = False  # no more puts, reads or syncs
+
+    def _changed(self) -> None:
+        """The positions the meta file names changed."""
+        self._changes += 1
+
+    def _leave_write_file(self) -> None:
+        """Writing goes on at the start of the next file."""
+        self._wfile += 1
+        self._wpos = 0
+
+    def depth(self) -> int:
+        """Records not yet handed out by read_one (Go's depth, /stats backend_depth)."""
+        return self._unread
+
+    def read_one(self) -> tuple[bytes, object] | None:
+        """The next unread record and its ack token; None when there is nothing to read."""
+        while not self._closed:
+            rfile, pos = self._rfile, self._rpos
+            if rfile == self._wfile:
+                limit = self._wpos
+                if pos >= limit:
+                    self._check_tail()
+                    return None
+                if self._rfd is None and not self._open_read():
+                    continue
+            else:
+                if self._rfd is None and not self._open_read():
+                    continue
+                limit = self._rlimit
+                if pos >= limit:
+                    self._next_read_file()
+                    continue
+            buf = self._buf
+            off = pos - self._buf_pos
+            if off + 4 > len(buf):
+                filled = self._fill(4, limit)
+                if filled is None:
+                    continue
+                buf, off = filled, 0
+            (size,) = LENGTH.unpack_from(buf, off)
+            if size < self._min_size or size > self._max_size:
+                self._skip_bad_file(f"invalid message read size ({size})")
+                continue
+            end = off + 4 + size
+            if end > len(buf):
+                filled = self._fill(4 + size, limit)
+                if filled is None:
+                    continue
+                buf, off, end = filled, 0, 4 + size
+            data = buf[off + 4:end]
+            if end == len(buf):
+                self._buf = b""  # don't hold a consumed chunk while idle
+            self._rpos = pos + 4 + size
+            self._unread -= 1
+            token = _Token(self._read_seq, rfile, pos)
+            self._pending[self._read_seq] = token
+            self._read_seq += 1
+            if rfile != self._wfile:
+                if self._rpos >= self._rlimit:
+                    self._next_read_file()
+            elif self._unread and self._rpos >= self._wpos:
+                self._check_tail()
+            return data, token
+        return None
+
+    def _take_token(self, token: object) -> _Token | None:
+        """The pending record ``token`` names, now no longer pending; None for unknown, repeated, pre-empty() or
+        after-close tokens."""
+        if not isinstance(token, _Token):
+            return None
+        pending = self._pending
+        seq = token.seq
+        if pending.get(seq) is not token or self._closed:
+            return None
+        del pending[seq]
+        return token
+
+    def _persisted_read_file(self) -> int:
+        """The file of the persisted read position."""
+        pending = self._pending
+        return next(iter(pending.values())).file_num if pending else self._rfile
+
+    def _persisted_read(self) -> tuple[int, int, int]:
+        """The persisted read position and the depth the meta file gives with it (unacked records count)."""
+        pending = self._pending
+        if pending:
+            head = next(iter(pending.values()))
+            return head.file_num, head.pos, self._unread + self._read_seq - head.seq
+        return self._rfile, self._rpos, self._unread
+
+    def _check_tail(self) -> None:
+        """At the end of the queue the unread count must be 0; fix it like Go does (the data is gone anyway)."""
+        if self._unread and self._rfile == self._wfile and self._rpos >= self._wpos:
+            kind = "negative depth at tail ({}), metadata corruption" if self._unread < 0 else \
+                "positive depth at tail ({}), data loss"
+            self._log.error(f"DISKQUEUE({self.name}) {kind.format(self._unread)}, resetting 0...")
+            self._unread = 0
+            self._changed()
+
+    def _write_file_final(self) -> None:
+        """Writing is about to leave its file: a reader in it now knows where the file ends."""
+        if self._rfile == self._wfile:
+            self._rlimit = self._wpos
+            if self._rpos >= self._wpos:
+                # the reader is caught up: move it along now (go-diskqueue#42 would call this file bad)
+                self._next_read_file()
+
+    def _open_read(self) -> bool:
+        path = self._files.data_file(self._rfile)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            self._rlimit = os.fstat(fd).st_size
+        except OSError as err:
+            self._skip_bad_file(str(err))
+            return False
+        self._log.info(f"DISKQUEUE({self.name}): readOne() opened {path}")
+        self._rfd = fd
+        self._buf = b""
+        self._buf_pos = self._rpos
+        return True
+
+    def _fill(self, need: int, limit: int) -> bytes | None:
+        """Read ahead from the cursor so the buffer holds ``need`` bytes; None (file skipped) on a short read."""
+        pos = self._rpos
+        fd = self._rfd
+        assert fd is not None  # the caller opened the read file
+        want = max(need, min(READ_CHUNK, limit - pos))
+        try:
+            buf = os.pread(fd, want, pos) if pos + need <= limit else b""
+        except OSError as err:
+            self._skip_bad_file(str(err))
+            return None
+        if len(buf) < need:
+            self._skip_bad_file("unexpected EOF")
+            return None
+        self._buf = buf
+        self._buf_pos = pos
+        return buf
+
+    def _skip_bad_file(self, reason: str) -> None:
+        """Go's handleReadError: give up on the read file and go on with the next one.
+
+        The rename to ``.bad`` waits until the persisted read position leaves the file, so unacked records in it
+        are still there for a restart.
+        """
+        path = self._files.data_file(self._rfile)
+        self._log.error(f"DISKQUEUE({self.name}) reading at {self._rpos} of {path} - {reason}")
+        if self._rfile == self._wfile:
+            self._leave_write_file()  # the write file itself is unreadable: don't append behind garbage
+        self._log.warn(f"DISKQUEUE({self.name}) jump to next file and saving bad file as {path}.bad")
+        self._bad.add(self._rfile)
+        self._next_read_file()
+        self._changed()
+
+    def _next_read_file(self) -> None:
+        if self._rfd is not None:
+            os.close(self._rfd)
+            self._rfd = None
+        self._buf = b""
+        self._rfile += 1
+        self._rpos = 0
+        if not self._pending:
+            self._changed()  # the persisted read position moved on with the cursor: the file can go

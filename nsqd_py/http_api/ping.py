@@ -1,0 +1,28 @@
+"""GET /ping: `ping` is its one implementation, which the Falcon route and the shortcut (shortcuts.py) both call.
+It imports no Falcon, so the shortcut answers a process that is only pinged without loading it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core.nsqd import NSQD
+from .responses import APIError
+
+if TYPE_CHECKING:
+    import falcon
+
+
+def ping(nsqd: NSQD) -> str:
+    """nsqd's health text, as a 500 when it is not healthy."""
+    health = nsqd.health()
+    if not nsqd.is_healthy():
+        raise APIError(500, health)
+    return health
+
+
+class Ping:
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> str:
+        return ping(self.nsqd)
