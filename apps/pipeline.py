@@ -43,7 +43,7 @@ class PipelineOptions(PipelineConfig):
     schema_file: str = setting("schema-file", STRING, "", "a file holding the DDL of --schema")
     max_messages_per_batch: int = setting("max-messages-per-batch", INT, 0,
                                           "format('nsq') maxOffsetsPerTrigger (default: what the channels hold)")
-    msg_timeout: str = setting("msg-timeout", STRING, "", "format('nsq') msg_timeout, e.g. 60s")
+    msg_timeout: str = setting("msg-timeout", STRING, "", "format('nsq') msgTimeout, e.g. 60s")
     source_option: list[str] = setting("source-option", LIST, [],
                                        "any other format('nsq') option as `KEY=VALUE` (may be given multiple times)")
     from_archive: str = setting("from-archive", STRING, "",
@@ -102,7 +102,7 @@ def config(opts: PipelineOptions) -> PipelineConfig:
     if opts.max_messages_per_batch:
         cfg.source_options["maxOffsetsPerTrigger"] = str(opts.max_messages_per_batch)
     if opts.msg_timeout:
-        cfg.source_options["msg_timeout"] = opts.msg_timeout
+        cfg.source_options["msgTimeout"] = opts.msg_timeout
     if opts.schema_file:
         cfg.schema = Path(opts.schema_file).read_text().strip()
     return cfg

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from nsqd_py.client import Producer
 from nsqd_py.spark.options import ReadOptions
-from nsqd_py.spark.slice_task import SlicePlan, SliceTask, _Subscription
-from nsqd_py.spark.slices import SliceStore, slice_name
+from nsqd_py.spark.slice_task import SlicePlan, SliceTask, Subscription
+from nsqd_py.spark.slices import SliceSpec, SliceStore
 from nsqd_py.testing import NsqdServer
 
 MODES = ("prefetch", "no-prefetch")
@@ -38,16 +38,16 @@ MODES = ("prefetch", "no-prefetch")
 @contextmanager
 def no_prefetch() -> Iterator[None]:
     """RDY 0 when a chunk is settled: nothing is delivered while the rows go downstream."""
-    settle = _Subscription.settle
+    settle = Subscription.settle
 
-    def settle_without_prefetch(self: _Subscription, finished: list, next_limit: int) -> None:
+    def settle_without_prefetch(self: Subscription, finished: list, next_limit: int) -> None:
         settle(self, finished, 0)
 
-    _Subscription.settle = settle_without_prefetch  # type: ignore[method-assign]
+    Subscription.settle = settle_without_prefetch  # type: ignore[method-assign]
     try:
         yield
     finally:
-        _Subscription.settle = settle  # type: ignore[method-assign]
+        Subscription.settle = settle  # type: ignore[method-assign]
 
 
 def publish(tcp: str, topic: str, count: int, size: int) -> None:
@@ -61,11 +61,12 @@ def read_all(nsqd: NsqdServer, location: Path, count: int, size: int, work: floa
     """One task over a fresh topic of ``count`` messages: (rows read, seconds); ``work`` seconds per full chunk."""
     topic = f"bench_{uuid.uuid4().hex[:8]}"
     publish(nsqd.tcp_address, topic, count, size)
-    opts = ReadOptions.parse({"subscribe": topic, "channel": "c", "nsqd_tcp_addresses": nsqd.tcp_address,
+    opts = ReadOptions.parse({"subscribe": topic, "channel": "c", "nsqdTcpAddresses": nsqd.tcp_address,
                               "pollTimeout": "300ms"})
     store = SliceStore(str(location), topic)
-    store.plan(1, [slice_name(topic, nsqd.tcp_address, 0)])
-    task = SliceTask(SlicePlan(str(location), topic, 1, topic, nsqd.tcp_address, 0, count), opts, None)
+    spec = SliceSpec(topic, nsqd.tcp_address, 0, count)
+    store.plan(1, [spec.name])
+    task = SliceTask(SlicePlan(str(location), topic, 1, "c", spec), opts, None)
     rows = 0
     started = time.perf_counter()
     for batch in task.run():

@@ -109,8 +109,8 @@ def read_source(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[st
     with tempfile.TemporaryDirectory() as work:
         started = time.perf_counter()
         query = (spark.readStream.format("nsq").option("topic", topic).option("channel", "bench")
-                 .option("nsqd_tcp_addresses", ",".join(tcp for tcp, _ in nodes))
-                 .option("nsqd_http_addresses", ",".join(http for _, http in nodes))
+                 .option("nsqdTcpAddresses", ",".join(tcp for tcp, _ in nodes))
+                 .option("nsqdHttpAddresses", ",".join(http for _, http in nodes))
                  .option("writeAheadLocation", f"{work}/write-ahead").options(**{**source_options(a), **options})
                  .load().writeStream.format("noop").option("checkpointLocation", f"{work}/checkpoint")
                  .trigger(availableNow=True).start())
@@ -212,7 +212,7 @@ def bench_sink(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str
           .select(F.rpad(F.col("id").cast("string"), a.size, "x").alias("value")).cache())
     df.count()  # generate the rows outside the timing
     started = time.perf_counter()
-    (df.write.format("nsq").mode("append").option("topic", topic).option("nsqd_tcp_addresses", tcp)
+    (df.write.format("nsq").mode("append").option("topic", topic).option("nsqdTcpAddresses", tcp)
      .options(**dict(a.option)).save())
     elapsed = time.perf_counter() - started
     df.unpersist()

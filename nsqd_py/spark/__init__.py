@@ -3,7 +3,7 @@
     from nsqd_py.spark import register
     register(spark)
     spark.readStream.format("nsq").option("subscribe", "events").option("channel", "spark") \\
-        .option("nsqd_tcp_addresses", "127.0.0.1:4150").load()
+        .option("nsqdTcpAddresses", "127.0.0.1:4150").load()
 
 The driver plans each micro-batch as slices and executor tasks read them, publishing each slice to a write-ahead
 location before they FIN its messages, so a batch Spark runs again has the same rows (reader.py); readMode=driver

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -43,10 +44,15 @@ def archive_messages(spark: SparkSession, directory: str, topics: Sequence[str] 
 
 
 def _has_stream_log(spark: SparkSession, path: str) -> bool:
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    log_path = jvm.org.apache.hadoop.fs.Path(f"{path}/_spark_metadata")
-    return bool(log_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(log_path))
+    """Whether a streaming sink keeps its `_spark_metadata` log in ``path``, asked through Spark's public reader so
+    that every filesystem Spark is configured for (HDFS, S3) answers; `load` checks that the path exists."""
+    try:
+        spark.read.format("binaryFile").load(f"{path}/_spark_metadata")
+    except AnalysisException as err:
+        if err.getCondition() == "PATH_NOT_FOUND":
+            return False
+        raise
+    return True
 
 
 def run_archive(spark: SparkSession, cfg: PipelineConfig, directory: str) -> int:

@@ -35,7 +35,7 @@ def open_connection(address: str, opts: ConnectOptions) -> Connection:
         negotiated = conn.identify(**opts.identify_fields())
         if negotiated.get("auth_required"):
             if not opts.auth_secret:
-                raise PermissionError(f"nsqd {address} requires AUTH: set the 'auth_secret' option")
+                raise PermissionError(f"nsqd {address} requires AUTH: set the 'authSecret' option")
             conn.auth(opts.auth_secret)
     except BaseException:
         conn.close()

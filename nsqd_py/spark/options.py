@@ -4,6 +4,10 @@ Parsed once into frozen dataclasses that pickle cheaply (no sockets, no SSL cont
 its readers and writers are pickled to the planner and executor processes. An option read on its own is declared
 once, as a field made by `option(key, reader, default)`; `parse` reads those from the class and adds only what
 depends on other options (aliases, derived defaults, checks across options).
+
+Names are camelCase, as Kafka's source names its options (`maxOffsetsPerTrigger`, `failOnDataLoss`); each one is
+also accepted in snake_case (`max_offsets_per_trigger`, `nsqd_tcp_addresses`, the style of earlier versions), since
+users coming from Python clients write that. Both spellings reduce to one key (`canonical`).
 """
 
 from __future__ import annotations
@@ -25,12 +29,28 @@ class OptionError(ValueError):
     """A missing or malformed option; raised while Spark plans the query, before anything connects."""
 
 
-def _lower(options: Mapping[str, str]) -> dict[str, str]:
-    return {str(k).lower(): str(v) for k, v in options.items()}
+def canonical(key: str) -> str:
+    """The key an option is looked up by: neither case (Spark lower-cases keys) nor underscores count, so
+    `maxOffsetsPerTrigger` and `max_offsets_per_trigger` are one option."""
+    return str(key).lower().replace("_", "")
+
+
+def normalize(options: Mapping[str, str]) -> dict[str, str]:
+    """The options by `canonical` key. Two spellings of one option with different values are an error: neither
+    can be the one the user meant (the values stay out of the message: one may be `authSecret`)."""
+    opts: dict[str, str] = {}
+    spelled: dict[str, str] = {}
+    for key, value in options.items():
+        name = canonical(key)
+        if name in opts and opts[name] != str(value):
+            raise OptionError(f"options {spelled[name]!r} and {key!r} are the same option with different values: "
+                              f"set one")
+        opts[name], spelled[name] = str(value), str(key)
+    return opts
 
 
 def _bool(opts: dict[str, str], key: str, default: bool = False) -> bool:
-    raw = opts.get(key.lower())
+    raw = opts.get(canonical(key))
     if raw is None:
         return default
     value = raw.strip().lower()
@@ -42,7 +62,7 @@ def _bool(opts: dict[str, str], key: str, default: bool = False) -> bool:
 
 
 def _int(opts: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
-    raw = opts.get(key.lower())
+    raw = opts.get(canonical(key))
     if raw is None:
         return default
     try:
@@ -56,7 +76,7 @@ def _int(opts: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
 
 def _seconds(opts: dict[str, str], key: str, default: float | None) -> float | None:
     """A Go duration (`60s`, `1m30s`, `500ms`); a bare number means milliseconds, as in nsqd's IDENTIFY."""
-    raw = opts.get(key.lower())
+    raw = opts.get(canonical(key))
     if raw is None:
         return default
     text = raw.strip()
@@ -75,21 +95,21 @@ def _positive_seconds(opts: dict[str, str], key: str, default: float) -> float:
 
 
 def _addresses(opts: dict[str, str], key: str, _default: tuple[str, ...] = ()) -> tuple[str, ...]:
-    return tuple(a.strip() for a in opts.get(key, "").split(",") if a.strip())
+    return tuple(a.strip() for a in opts.get(canonical(key), "").split(",") if a.strip())
 
 
 def _text(opts: dict[str, str], key: str, default: str | None) -> str | None:
     """The option's text; empty means the default."""
-    return opts.get(key.lower()) or default
+    return opts.get(canonical(key)) or default
 
 
 def _optional_int(opts: dict[str, str], key: str, _default: None = None, minimum: int = 1) -> int | None:
-    return _int(opts, key, 0, minimum) if key.lower() in opts else None
+    return _int(opts, key, 0, minimum) if canonical(key) in opts else None
 
 
 def _identify_ms(opts: dict[str, str], key: str, _default: None = None) -> int | None:
     """An IDENTIFY interval in milliseconds: a Go duration or milliseconds, or -1 to turn it off (nsqd's -1)."""
-    if opts.get(key.lower(), "").strip() == "-1":
+    if opts.get(canonical(key), "").strip() == "-1":
         return -1
     seconds = _seconds(opts, key, None)
     return None if seconds is None else round(seconds * 1000)
@@ -97,7 +117,7 @@ def _identify_ms(opts: dict[str, str], key: str, _default: None = None) -> int |
 
 def _pattern(opts: dict[str, str], key: str, _default: None = None) -> str | None:
     """A regular expression, checked here so that a typo fails when Spark plans the query."""
-    raw = opts.get(key.lower())
+    raw = opts.get(canonical(key))
     if raw is None:
         return None
     try:
@@ -110,15 +130,15 @@ def _pattern(opts: dict[str, str], key: str, _default: None = None) -> str | Non
 
 
 def _starting_offsets(opts: dict[str, str], key: str, default: str) -> str:
-    value = opts.get(key.lower(), default).strip().lower()
+    value = opts.get(canonical(key), default).strip().lower()
     if value not in ("earliest", "latest"):
-        raise OptionError(f"option {key!r} must be earliest or latest, not {opts[key.lower()]!r}")
+        raise OptionError(f"option {key!r} must be earliest or latest, not {opts[canonical(key)]!r}")
     return value
 
 
 def _timestamp_ns(opts: dict[str, str], key: str, _default: None = None) -> int | None:
     """Epoch milliseconds (as Kafka's timestamp options) or ISO-8601 with its offset (`2026-01-31T12:00:00Z`)."""
-    raw = opts.get(key.lower())
+    raw = opts.get(canonical(key))
     if raw is None:
         return None
     text = raw.strip()
@@ -137,7 +157,8 @@ Reader = Callable[..., Any]
 
 
 def option(key: str, read: Reader, default: Any = None, **limits: int) -> Any:
-    """A field read from the option map by ``read(options, key, default, **limits)`` (Spark lower-cases keys)."""
+    """A field read from the `normalize`d option map by ``read(options, key, default, **limits)``; ``key`` is the
+    option's camelCase name, as documented and as its error messages give it."""
     return field(default=default, metadata={"option": (key, read, limits)})
 
 
@@ -155,45 +176,45 @@ def _read_declared(cls: type, opts: dict[str, str]) -> dict[str, Any]:
 class ConnectOptions:
     """How to reach nsqd: addresses or lookupd, TLS, compression, AUTH (shared by reading and writing)."""
 
-    nsqd_tcp_addresses: tuple[str, ...] = option("nsqd_tcp_addresses", _addresses, ())
-    #: each nsqd's HTTP address (for /stats), in the order of nsqd_tcp_addresses; by default the TCP port + 1
-    nsqd_http_addresses: tuple[str, ...] = option("nsqd_http_addresses", _addresses, ())
-    lookupd_http_addresses: tuple[str, ...] = option("lookupd_http_addresses", _addresses, ())
-    connect_timeout: float = option("connect_timeout", _positive_seconds, 5.0)
+    nsqd_tcp_addresses: tuple[str, ...] = option("nsqdTcpAddresses", _addresses, ())
+    #: each nsqd's HTTP address (for /stats), in the order of nsqdTcpAddresses; by default the TCP port + 1
+    nsqd_http_addresses: tuple[str, ...] = option("nsqdHttpAddresses", _addresses, ())
+    lookupd_http_addresses: tuple[str, ...] = option("lookupdHttpAddresses", _addresses, ())
+    connect_timeout: float = option("connectTimeout", _positive_seconds, 5.0)
     tls: bool = option("tls", _bool, False)
-    tls_ca_file: str | None = option("tls_ca_file", _text)
-    tls_cert_file: str | None = option("tls_cert_file", _text)
-    tls_key_file: str | None = option("tls_key_file", _text)
-    tls_insecure_skip_verify: bool = option("tls_insecure_skip_verify", _bool, False)
-    tls_server_name: str | None = option("tls_server_name", _text)
+    tls_ca_file: str | None = option("tlsCaFile", _text)
+    tls_cert_file: str | None = option("tlsCertFile", _text)
+    tls_key_file: str | None = option("tlsKeyFile", _text)
+    tls_insecure_skip_verify: bool = option("tlsInsecureSkipVerify", _bool, False)
+    tls_server_name: str | None = option("tlsServerName", _text)
     snappy: bool = option("snappy", _bool, False)
     deflate: bool = option("deflate", _bool, False)
-    deflate_level: int = option("deflate_level", _int, 6, minimum=1)
-    auth_secret: str | None = option("auth_secret", _text)
-    msg_timeout: float | None = option("msg_timeout", _seconds)
+    deflate_level: int = option("deflateLevel", _int, 6, minimum=1)
+    auth_secret: str | None = option("authSecret", _text)
+    msg_timeout: float | None = option("msgTimeout", _seconds)
     # -- IDENTIFY's settings, passed through so that operators see and tune the connections (nsqadmin, /stats) --
-    client_id: str | None = option("client_id", _text)
+    client_id: str | None = option("clientId", _text)
     hostname: str | None = option("hostname", _text)
     #: milliseconds, -1 off; nsqd's default is half its --client-timeout (30s)
-    heartbeat_interval: int | None = option("heartbeat_interval", _identify_ms)
+    heartbeat_interval: int | None = option("heartbeatInterval", _identify_ms)
     #: milliseconds, -1 off; nsqd's default is its --output-buffer-timeout (250ms)
-    output_buffer_timeout: int | None = option("output_buffer_timeout", _identify_ms)
+    output_buffer_timeout: int | None = option("outputBufferTimeout", _identify_ms)
     #: percent of the channel's messages nsqd delivers on this connection (0: all)
-    sample_rate: int | None = option("sample_rate", _optional_int, minimum=0)
+    sample_rate: int | None = option("sampleRate", _optional_int, minimum=0)
 
     @classmethod
     def parse(cls, opts: dict[str, str]) -> ConnectOptions:
         parsed = cls(**_read_declared(cls, opts))
         if bool(parsed.nsqd_tcp_addresses) == bool(parsed.lookupd_http_addresses):
-            raise OptionError("set exactly one of 'nsqd_tcp_addresses' and 'lookupd_http_addresses'")
+            raise OptionError("set exactly one of 'nsqdTcpAddresses' and 'lookupdHttpAddresses'")
         if parsed.nsqd_http_addresses and len(parsed.nsqd_http_addresses) != len(parsed.nsqd_tcp_addresses):
-            raise OptionError("'nsqd_http_addresses' must name one HTTP address per entry of 'nsqd_tcp_addresses'")
+            raise OptionError("'nsqdHttpAddresses' must name one HTTP address per entry of 'nsqdTcpAddresses'")
         if parsed.snappy and parsed.deflate:
             raise OptionError("'snappy' and 'deflate' cannot both be enabled")
         if parsed.msg_timeout is not None and parsed.msg_timeout < 1:
-            raise OptionError("option 'msg_timeout' must be at least 1s (nsqd's minimum)")
+            raise OptionError("option 'msgTimeout' must be at least 1s (nsqd's minimum)")
         if parsed.sample_rate is not None and parsed.sample_rate > 99:
-            raise OptionError(f"option 'sample_rate' must be 0-99 (percent), not {parsed.sample_rate}")
+            raise OptionError(f"option 'sampleRate' must be 0-99 (percent), not {parsed.sample_rate}")
         return parsed
 
     def identify_fields(self) -> dict[str, object]:
@@ -217,12 +238,14 @@ def _topic(opts: dict[str, str]) -> str:
 
 
 def _alias(opts: dict[str, str], name: str, *aliases: str) -> dict[str, str]:
-    """Read Kafka's option name, or one of the names it replaced (both given is an error)."""
-    given = [key for key in (name, *aliases) if key.lower() in opts]
-    if len(given) > 1:
-        raise OptionError(f"options {' and '.join(repr(k) for k in given)} mean the same: set one")
-    if given and given[0] != name:
-        return {**opts, name.lower(): opts[given[0].lower()]}
+    """Read option ``name`` under the names it replaced too; given under several with different values is an
+    error, as for two spellings of one name (`normalize`)."""
+    given = {key: opts[canonical(key)] for key in (name, *aliases) if canonical(key) in opts}
+    if len(set(given.values())) > 1:
+        raise OptionError(f"options {' and '.join(repr(k) for k in given)} are the same option with different "
+                          f"values: set one")
+    if given:
+        return {**opts, canonical(name): next(iter(given.values()))}
     return opts
 
 
@@ -230,7 +253,7 @@ def _topics(opts: dict[str, str]) -> tuple[str, ...]:
     """`subscribe` (a comma list, as Kafka's) or `topic`; none with `subscribePattern`."""
     opts = _alias(opts, "subscribe", "topic")
     topics = tuple(dict.fromkeys(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()))
-    if ("subscribepattern" in opts) == bool(topics):
+    if (canonical("subscribePattern") in opts) == bool(topics):
         raise OptionError("set exactly one of 'subscribe' (or 'topic') and 'subscribePattern': the topics to read")
     for topic in topics:
         if not is_valid_name(topic):
@@ -295,12 +318,12 @@ class ReadOptions:
     #: in flight until Spark commits it (when it plans the next one), the planned one runs, the next one fills
     max_in_flight: int = 150000
     #: message bytes the reader holds unsettled before it pauses (RDY 0) until a commit settles some
-    max_in_flight_bytes: int = option("max_in_flight_bytes", _int, 256 * 1024 * 1024, minimum=1)
+    max_in_flight_bytes: int = option("maxInFlightBytes", _int, 256 * 1024 * 1024, minimum=1)
     num_partitions: int = 2
     # -- both -------------------------------------------------------------------------------------------------------
     #: with trigger(availableNow=True): the query ends after this long without an admissible message
-    idle_timeout: float = option("idle_timeout", _seconds, 2.0)
-    lookupd_poll_interval: float = option("lookupd_poll_interval", _positive_seconds, 60.0)
+    idle_timeout: float = option("idleTimeout", _seconds, 2.0)
+    lookupd_poll_interval: float = option("lookupdPollInterval", _positive_seconds, 60.0)
 
     @property
     def topic(self) -> str:
@@ -312,20 +335,20 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
-        opts = _lower(options)
+        opts = normalize(options)
         channel = opts.get("channel", "")
         if not is_valid_name(channel):
             raise OptionError(f"option 'channel' must be a valid NSQ channel name, not {channel!r}")
         if channel.endswith("#ephemeral"):
             raise OptionError(f"option 'channel': {channel!r} is ephemeral: nsqd deletes such a channel whenever "
                               f"a batch's tasks disconnect, dropping what is published between batches")
-        mode = opts.get("readmode", "executors").strip().lower()
+        mode = opts.get(canonical("readMode"), "executors").strip().lower()
         if mode not in READ_MODES:
             raise OptionError(f"option 'readMode' must be one of {', '.join(READ_MODES)}, not {mode!r}")
         topics = _topics(opts)
         if mode == "driver" and len(topics) != 1:
             raise OptionError("readMode=driver reads one topic (no 'subscribePattern'): give each topic its own query")
-        dead_letter = opts.get("deadlettertopic") or None
+        dead_letter = opts.get(canonical("deadLetterTopic")) or None
         if dead_letter is not None and not is_valid_name(dead_letter):
             raise OptionError(f"option 'deadLetterTopic' must be a valid NSQ topic name, not {dead_letter!r}")
         opts = _alias(_alias(opts, "maxOffsetsPerTrigger", "max_messages_per_batch"), "minPartitions",
@@ -337,7 +360,7 @@ class ReadOptions:
                 _dead_letter_name(topic, dead_letter)
         batch = declared["max_offsets_per_trigger"] or cls.max_messages_per_batch
         return cls(topics=topics, channel=channel, connect=connect, read_mode=mode, dead_letter_topic=dead_letter,
-                   max_messages_per_batch=batch, max_in_flight=_int(opts, "max_in_flight", 3 * batch, minimum=1),
+                   max_messages_per_batch=batch, max_in_flight=_int(opts, "maxInFlight", 3 * batch, minimum=1),
                    num_partitions=declared["min_partitions"] or cls.num_partitions, **declared)
 
 
@@ -348,13 +371,13 @@ class WriteOptions:
     #: for rows whose `topic` column is null, or DataFrames without one; the writer requires one of the two
     topic: str | None = None
     connect: ConnectOptions = field(default_factory=ConnectOptions)
-    mpub_max_messages: int = option("mpub_max_messages", _int, 500, minimum=1)
-    mpub_max_bytes: int = option("mpub_max_bytes", _int, 1024 * 1024, minimum=1)
+    mpub_max_messages: int = option("mpubMaxMessages", _int, 500, minimum=1)
+    mpub_max_bytes: int = option("mpubMaxBytes", _int, 1024 * 1024, minimum=1)
     #: MPUBs sent ahead of nsqd's answers (1: wait for each OK)
-    mpub_window: int = option("mpub_window", _int, 4, minimum=1)
+    mpub_window: int = option("mpubWindow", _int, 4, minimum=1)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
-        opts = _lower(options)
+        opts = normalize(options)
         return cls(topic=_topic(opts) if "topic" in opts else None, connect=ConnectOptions.parse(opts),
                    **_read_declared(cls, opts))

@@ -25,6 +25,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from ..go.settings import BOOL, LIST, STRING, setting
 from .control import stop_gracefully
+from .options import canonical, normalize
 from .schema import MESSAGE_SCHEMA
 
 #: columns the pipeline adds; a JSON schema must not use these names
@@ -61,7 +62,7 @@ class PipelineConfig:
                                  "drop redeliveries of a message id seen within this processing time; '' disables")
     trigger: str = setting("trigger", STRING, "1 second", "micro-batch interval")
     available_now: bool = setting("available-now", BOOL, False, "process what is there now, then exit")
-    #: more options for format("nsq"), e.g. max_messages_per_batch, msg_timeout, tls
+    #: more options for format("nsq"), e.g. maxOffsetsPerTrigger, msgTimeout, tls
     source_options: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -82,8 +83,7 @@ class PipelineConfig:
 
     @property
     def driver_reads(self) -> bool:
-        options = {key.lower(): value for key, value in self.source_options.items()}
-        return options.get("readmode", "").strip().lower() == "driver"
+        return normalize(self.source_options).get(canonical("readMode"), "").strip().lower() == "driver"
 
     def body_schema(self) -> StructType | None:
         """The JSON schema plus the corrupt-record column, or None for raw bodies."""
@@ -155,11 +155,11 @@ def read_topics(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
         reader = (spark.readStream.format("nsq").option("subscribe", ",".join(topics)).option("channel", cfg.channel)
                   .option("writeAheadLocation", cfg.checkpoint_path("write-ahead")))
         if cfg.nsqd_tcp_addresses:
-            reader = reader.option("nsqd_tcp_addresses", ",".join(cfg.nsqd_tcp_addresses))
+            reader = reader.option("nsqdTcpAddresses", ",".join(cfg.nsqd_tcp_addresses))
             if cfg.nsqd_http_addresses:
-                reader = reader.option("nsqd_http_addresses", ",".join(cfg.nsqd_http_addresses))
+                reader = reader.option("nsqdHttpAddresses", ",".join(cfg.nsqd_http_addresses))
         else:
-            reader = reader.option("lookupd_http_addresses", ",".join(cfg.lookupd_http_addresses))
+            reader = reader.option("lookupdHttpAddresses", ",".join(cfg.lookupd_http_addresses))
         return reader.options(**cfg.source_options).load()
 
     if not cfg.driver_reads:

@@ -30,6 +30,7 @@ from ..client.http import endpoint, nsqd_stats
 from ..go.gocompat import join_host_port
 from .discovery import lookup_nodes, parallel
 from .options import OptionError, ReadOptions
+from .slices import SliceSpec
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def _targets(opts: ReadOptions, pattern: re.Pattern[str] | None, deadline: float
 def _next_port(tcp_address: str) -> str:
     target = split_address(tcp_address)
     if isinstance(target, str):
-        raise OptionError(f"nsqd {tcp_address} is a unix socket: give its HTTP address in 'nsqd_http_addresses'")
+        raise OptionError(f"nsqd {tcp_address} is a unix socket: give its HTTP address in 'nsqdHttpAddresses'")
     return join_host_port(target[0], target[1] + 1)
 
 
@@ -162,7 +163,7 @@ def _node_call(node: _Node, topics: set[str] | None, pattern: re.Pattern[str] | 
         except HTTPError:
             if node.guessed and _answers_tcp(node.tcp, timeout[0]):
                 raise OptionError(f"nsqd {node.tcp} answers on TCP but not on HTTP at {node.http} (its TCP port + 1): "
-                                  f"give its HTTP address in 'nsqd_http_addresses'") from None
+                                  f"give its HTTP address in 'nsqdHttpAddresses'") from None
             raise
     return ask
 
@@ -277,26 +278,6 @@ def _rows(depths: list[int], total: int, batch: int) -> list[int]:
         chosen = {(first + i) % count for i in range(total)}
         return [1 if i in chosen else 0 for i in range(count)]
     return [1 + extra for extra in _apportion(total - count, [d - 1 for d in depths], batch)]
-
-
-@dataclass(frozen=True)
-class SliceSpec:
-    """One partition of a micro-batch: ``quota`` rows (and ``byte_quota`` body bytes, 0 = any) of ``topic``
-    from ``nsqd``."""
-
-    topic: str
-    nsqd: str
-    index: int
-    quota: int
-    byte_quota: int = 0
-
-    def encode(self) -> list[str | int]:
-        return [self.topic, self.nsqd, self.index, self.quota, self.byte_quota]
-
-    @classmethod
-    def decode(cls, raw: list) -> SliceSpec:
-        topic, nsqd, index, quota, byte_quota = raw
-        return cls(str(topic), str(nsqd), int(index), int(quota), int(byte_quota))
 
 
 def plan_slices(states: list[ChannelState], max_rows: int | None, max_bytes: int | None,

@@ -26,7 +26,6 @@ from pyspark.sql.streaming.datasource import (
 from .options import OptionError, ReadOptions
 from .planner import (
     ChannelState,
-    SliceSpec,
     Survey,
     backlog_before,
     default_partitions,
@@ -35,7 +34,7 @@ from .planner import (
     survey,
 )
 from .slice_task import SlicePlan, SliceTask
-from .slices import DataLossError, SliceStore, resolve_location, slice_name
+from .slices import DataLossError, SliceSpec, SliceStore, resolve_location
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +46,7 @@ class SlicePartition(InputPartition):
     """One slice of a micro-batch: a description of work, not data."""
 
     def __init__(self, plan: SlicePlan, cutoff_ns: int | None) -> None:
-        super().__init__(plan.index)
+        super().__init__(plan.spec.index)
         self.plan = plan
         self.cutoff_ns = cutoff_ns
 
@@ -134,7 +133,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         partitions = self.opts.min_partitions or default_partitions()
         slices = plan_slices(states, max_rows, self.opts.max_bytes_per_trigger, partitions, batch + 1)
         end = _offset(start["query"], batch + 1, slices, self.cutoff_ns, self.location, self.opts.channel)
-        store.plan(batch + 1, [slice_name(s.topic, s.nsqd, s.index) for s in slices])  # before Spark logs the offset
+        store.plan(batch + 1, [s.name for s in slices])  # before Spark logs the offset
         if self.cutoff_ns is not None:
             self._available_now_batches.add(batch + 1)
         self._last_plan = (start, end)
@@ -211,9 +210,8 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         specs = [SliceSpec.decode(raw) for raw in end["slices"]]
         store = SliceStore(location, end["query"])
         if not store.is_planned(batch):
-            self._lost(store, batch, [slice_name(s.topic, s.nsqd, s.index) for s in specs])
-        return [SlicePartition(SlicePlan(location, end["query"], batch, spec.topic, spec.nsqd, spec.index,
-                                         spec.quota, spec.byte_quota, channel), cutoff) for spec in specs]
+            self._lost(store, batch, [spec.name for spec in specs])
+        return [SlicePartition(SlicePlan(location, end["query"], batch, channel, spec), cutoff) for spec in specs]
 
     def _lost(self, store: SliceStore, batch: int, slices: list[str]) -> None:
         """A batch Spark runs again whose record is gone from the write-ahead location (it is written when the batch

@@ -7,7 +7,7 @@ messages back (REQ) and reads the winner's chunk instead. When the quota is reac
 `pollTimeout`, or nsqd cannot be reached, the task publishes the slice's end. So every attempt of a partition, now or
 after a driver restart, yields the same rows, and no message is FINed before a published chunk holds it.
 
-While the task's rows go downstream, a keeper thread TOUCHes what it holds (`_Subscription`), so a slow stage does
+While the task's rows go downstream, a keeper thread TOUCHes what it holds (`Subscription`), so a slow stage does
 not make nsqd deliver those messages again. With maxAttempts, messages delivered that often are tried apart, and
 only those a task died holding alone are dead-lettered (trials.py, dead_letter.py).
 """
@@ -34,7 +34,7 @@ from .connect import open_connection
 from .dead_letter import DeadLetter, DeadLetterError, DeadLetterProducer
 from .options import ReadOptions
 from .schema import ARROW_SCHEMA, message_table
-from .slices import SliceStore
+from .slices import SliceSpec, SliceStore
 from .trials import Trial, Trials, forget
 
 log = logging.getLogger(__name__)
@@ -54,22 +54,18 @@ _CHUNK_BYTES = 64 * 1024 * 1024
 
 @dataclass(frozen=True)
 class SlicePlan:
-    """What the driver planned for one partition: whose messages, how many, where the slice goes."""
+    """One partition as a task gets it: its slice, and the batch the slice belongs to (from the batch's offset)."""
 
+    #: the write-ahead location and the query's directory in it
     location: str
     query: str
     batch: int
-    topic: str
-    nsqd: str
-    index: int
-    quota: int
-    #: body bytes, or 0 for no limit
-    byte_quota: int = 0
     #: the channel the batch was planned on (a replay reads it even if the option changed since)
-    channel: str = ""
+    channel: str
+    spec: SliceSpec
 
 
-class _Subscription:
+class Subscription:
     """The task's connection to its nsqd: messages come in RDY-sized steps, and what the task does not use (beyond
     its quota, or published after an availableNow cutoff) goes back with REQ when it ends.
 
@@ -106,10 +102,10 @@ class _Subscription:
 
     def open(self) -> None:
         if self.opts.max_attempts:
-            self.opts.dead_letter_for(self.plan.topic)  # a topic found by subscribePattern: fail before reading
-        conn = open_connection(self.plan.nsqd, self.opts.connect)
+            self.opts.dead_letter_for(self.plan.spec.topic)  # a topic found by subscribePattern: fail before reading
+        conn = open_connection(self.plan.spec.nsqd, self.opts.connect)
         try:
-            conn.sub(self.plan.topic, self.plan.channel or self.opts.channel)
+            conn.sub(self.plan.spec.topic, self.plan.channel)
         except BaseException:
             conn.close()
             raise
@@ -168,7 +164,7 @@ class _Subscription:
         consumer) although a published chunk holds it, so it comes again: counted, and reported at the end."""
         if err.code == "E_FIN_FAILED":
             self.fin_failed += 1
-        log.log(logging.ERROR if err.fatal else logging.DEBUG, "nsqd %s: %s", self.plan.nsqd, err)
+        log.log(logging.ERROR if err.fatal else logging.DEBUG, "nsqd %s: %s", self.plan.spec.nsqd, err)
 
     def put_back(self, messages: list[Message]) -> None:
         """Return messages in hand to the front of `pending`: the next take hands them out first."""
@@ -189,7 +185,7 @@ class _Subscription:
                 self.conn.send(command("RDY", str(rdy)) + id_commands("FIN", [m.id for m in finished]))
             self.finished += len(finished)
         except NSQConnectionError as err:  # published but not FINed: nsqd delivers them again after msg_timeout
-            log.warning("could not FIN %d published messages on %s: %s", len(finished), self.plan.nsqd, err)
+            log.warning("could not FIN %d published messages on %s: %s", len(finished), self.plan.spec.nsqd, err)
             self.close()
 
     def requeue(self, messages: list[Message]) -> None:
@@ -224,10 +220,10 @@ class _Subscription:
         """Publish ``messages`` to the dead-letter topic, each in its envelope (dead_letter.py), FINing those of
         each MPUB nsqd took. If that fails the task fails: everything it holds goes back (with the trials that
         condemned them), and the next delivery tries again."""
-        topic = self.opts.dead_letter_for(self.plan.topic)
-        channel = self.plan.channel or self.opts.channel
-        letters = [DeadLetter.of(m, self.plan.topic, channel, self.plan.nsqd) for m in messages]
-        producer = DeadLetterProducer(self.plan.nsqd, self.opts.connect)  # one per call: idle, it misses heartbeats
+        spec = self.plan.spec
+        topic = self.opts.dead_letter_for(spec.topic)
+        letters = [DeadLetter.of(m, spec.topic, self.plan.channel, spec.nsqd) for m in messages]
+        producer = DeadLetterProducer(spec.nsqd, self.opts.connect)  # one per call: idle, it misses heartbeats
         done = 0
         try:
             for count in producer.publish(topic, letters):
@@ -236,14 +232,14 @@ class _Subscription:
         except (NSQError, OSError) as err:
             self.put_back(self.in_hand)
             raise DeadLetterError(
-                f"could not publish {len(messages) - done} messages of topic {self.plan.topic} to the dead-letter "
-                f"topic {topic} on nsqd {self.plan.nsqd}: {err}; the task hands back the "
+                f"could not publish {len(messages) - done} messages of topic {spec.topic} to the dead-letter "
+                f"topic {topic} on nsqd {spec.nsqd}: {err}; the task hands back the "
                 f"{len(self.pending) + len(self.held)} messages it holds (the dead letters among them go out when "
                 f"nsqd delivers them again)") from err
         finally:
             producer.close()
         log.warning("%d messages of %s on %s failed their trial alone (a task died holding just each of them): moved "
-                    "to %s", len(messages), self.plan.topic, self.plan.nsqd, topic)
+                    "to %s", len(messages), spec.topic, spec.nsqd, topic)
 
     def _fin_dead(self, messages: list[Message]) -> None:
         ids = {m.id for m in messages}
@@ -266,7 +262,7 @@ class _Subscription:
         max_msg_timeout = negotiated.get("max_msg_timeout", _DEFAULT_MAX_MSG_TIMEOUT_MS) / 1000
         self._max_hold = max(self._interval, max_msg_timeout - 3 * self._interval)
         self._stop.clear()
-        self._keeper = threading.Thread(target=self._keep, name=f"nsq-keeper {self.plan.nsqd}", daemon=True)
+        self._keeper = threading.Thread(target=self._keep, name=f"nsq-keeper {self.plan.spec.nsqd}", daemon=True)
         self._keeper.start()
 
     def _keep(self) -> None:
@@ -278,7 +274,7 @@ class _Subscription:
                 try:
                     self._keep_round(conn)
                 except (NSQError, OSError) as err:  # the task finds the connection broken at its next step
-                    log.debug("keeper of %s stops: %s", self.plan.nsqd, err)
+                    log.debug("keeper of %s stops: %s", self.plan.spec.nsqd, err)
                     return
 
     def _keep_round(self, conn: Connection) -> None:
@@ -327,8 +323,8 @@ class _Subscription:
         if self.fin_failed:
             log.warning("%d FIN of %d sent to nsqd %s (topic %s, batch %d, slice %d) failed: nsqd had taken those "
                         "messages back, so it delivers them again although a published chunk holds them",
-                        self.fin_failed, self.finished, self.plan.nsqd, self.plan.topic, self.plan.batch,
-                        self.plan.index)
+                        self.fin_failed, self.finished, self.plan.spec.nsqd, self.plan.spec.topic, self.plan.batch,
+                        self.plan.spec.index)
 
     def _drain(self, conn: Connection) -> None:
         """Read until nsqd's CLOSE_WAIT: error frames for the last FINs, and REQ what was still on its way."""
@@ -354,8 +350,8 @@ class SliceTask:
         self.plan = plan
         self.opts = opts
         self.store = SliceStore(plan.location, plan.query)
-        self.slice = self.store.slice(plan.batch, plan.topic, plan.nsqd, plan.index)
-        self.subscription = _Subscription(plan, opts, cutoff_ns)
+        self.slice = self.store.slice(plan.batch, plan.spec.name)
+        self.subscription = Subscription(plan, opts, cutoff_ns)
         #: nothing more from nsqd: the quota was reached, it went quiet, or it cannot be reached
         self.done_reading = False
         self.rows = 0
@@ -383,8 +379,8 @@ class SliceTask:
             self.subscription.close()
 
     def _remaining(self) -> tuple[int, int]:
-        rows = self.plan.quota - self.rows
-        byte_quota = self.plan.byte_quota or (1 << 62)
+        rows = self.plan.spec.quota - self.rows
+        byte_quota = self.plan.spec.byte_quota or (1 << 62)
         return rows, byte_quota - self.bytes
 
     def _next_chunk(self, number: int) -> pa.Table:
@@ -398,8 +394,8 @@ class SliceTask:
             self.slice.finish(number, ARROW_SCHEMA, self.rows, self.counts())
             self._check_open([])
             return self._published(number)
-        table = message_table(messages, self.plan.topic, self.plan.channel or self.opts.channel,
-                              [self.plan.nsqd] * len(messages))
+        spec = self.plan.spec
+        table = message_table(messages, spec.topic, self.plan.channel, [spec.nsqd] * len(messages))
         won = self.slice.publish(number, table)
         self._check_open(messages)
         self.fresh_chunks += won
@@ -444,7 +440,7 @@ class SliceTask:
     def _suspects_apart(self, messages: list[Message]) -> list[Message]:
         """Dead-letter the suspects whose trial alone stayed, and return the next trial on its own (the other
         messages wait in front of the next take), or the messages left when there is none."""
-        trials = Trials(self.store, self.plan.topic, self.plan.nsqd)
+        trials = Trials(self.store, self.plan.spec.topic, self.plan.spec.nsqd)
         try:
             failed = trials.failed()
             verdicts = trials.judge([m for m in messages if m.attempts > self.opts.max_attempts], failed)
@@ -465,10 +461,11 @@ class SliceTask:
         """nsqd went away mid-slice: what it delivered unpublished comes back after msg_timeout. The slice ends here
         unless failOnUnreachable asks to fail the task."""
         self.subscription.close()
+        nsqd = self.plan.spec.nsqd
         if self.opts.fail_on_unreachable:
-            raise NSQConnectionError(f"nsqd {self.plan.nsqd} cannot be reached (failOnUnreachable): {err}") from err
-        log.warning("nsqd %s cannot be reached; slice %s ends with %d rows: %s", self.plan.nsqd,
-                    self.slice.directory, self.rows, err)
+            raise NSQConnectionError(f"nsqd {nsqd} cannot be reached (failOnUnreachable): {err}") from err
+        log.warning("nsqd %s cannot be reached; slice %s ends with %d rows: %s", nsqd, self.slice.directory,
+                    self.rows, err)
         self.done_reading = True
         return []
 

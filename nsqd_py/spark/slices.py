@@ -20,6 +20,7 @@ committed finds it out and hands its messages back.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -53,9 +54,31 @@ def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(location)
 
 
-def slice_name(topic: str, nsqd: str, index: int) -> str:
-    host_port = nsqd.replace(":", "_").replace("/", "_").replace("[", "").replace("]", "")
-    return f"{topic}/{host_port}-{index}"
+@dataclass(frozen=True)
+class SliceSpec:
+    """One partition of a micro-batch: ``quota`` rows (and ``byte_quota`` body bytes, 0 = any) of ``topic`` from
+    ``nsqd``. The driver plans it, the batch's offset keeps it (`encode`), and a task reads it; the one description
+    of a slice from planning to reading."""
+
+    topic: str
+    nsqd: str
+    index: int
+    quota: int
+    byte_quota: int = 0
+
+    @property
+    def name(self) -> str:
+        """The slice's directory below its batch's."""
+        host_port = self.nsqd.replace(":", "_").replace("/", "_").replace("[", "").replace("]", "")
+        return f"{self.topic}/{host_port}-{self.index}"
+
+    def encode(self) -> list[str | int]:
+        return [self.topic, self.nsqd, self.index, self.quota, self.byte_quota]
+
+    @classmethod
+    def decode(cls, raw: list) -> SliceSpec:
+        topic, nsqd, index, quota, byte_quota = raw
+        return cls(str(topic), str(nsqd), int(index), int(quota), int(byte_quota))
 
 
 class SliceStore:
@@ -76,7 +99,7 @@ class SliceStore:
         self._touch(f"{self.root}/{QUERY_MARKER}", b"nsqd_py write-ahead location\n")
 
     def plan(self, batch: int, slices: list[str]) -> None:
-        """Record that ``batch`` is planned with these slices (names from `slice_name`), before Spark logs it."""
+        """Record that ``batch`` is planned with these slices (`SliceSpec.name`), before Spark logs it."""
         self.mark()
         for name in slices:
             self.fs.create_dir(f"{self._batch_dir(batch)}/{name}", recursive=True)
@@ -106,7 +129,7 @@ class SliceStore:
         counts), by slice name."""
         ends = {}
         for name in self._slice_names(batch):
-            counts = self.slice_at(batch, name).end_counts()
+            counts = self.slice(batch, name).end_counts()
             if counts is not None:
                 ends[name] = counts
         return ends
@@ -137,10 +160,8 @@ class SliceStore:
         directory = self._batch_dir(batch)
         return self._exists(f"{directory}/{PLANNED_MARKER}") and not self._exists(f"{directory}/{COMMITTED_MARKER}")
 
-    def slice(self, batch: int, topic: str, nsqd: str, index: int) -> Slice:
-        return self.slice_at(batch, slice_name(topic, nsqd, index))
-
-    def slice_at(self, batch: int, name: str) -> Slice:
+    def slice(self, batch: int, name: str) -> Slice:
+        """The slice of ``batch`` named ``name`` (`SliceSpec.name`)."""
         return Slice(self.chunks, f"{self._batch_dir(batch)}/{name}")
 
     # -- helpers ------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Batch and streaming writes: every partition publishes from its executor over its own connection.
 
 Each row goes to the topic in its `topic` column, as in Kafka's sink, else to the `topic` option's. Rows go out in
-MPUB batches, one topic's each, up to ``mpub_window`` of them sent ahead of nsqd's `OK`s (the next MPUB is built while
+MPUB batches, one topic's each, up to `mpubWindow` of them sent ahead of nsqd's `OK`s (the next MPUB is built while
 nsqd stores the previous ones), and the task ends only when every one is answered. An error frame or a connection
 broken twice raises, which fails the task, and Spark retries it. A retried task publishes its rows again, so a write
 is at-least-once, like NSQ itself. Nothing published can be taken back, so `abort` only logs.
@@ -172,7 +172,7 @@ class _Publishing:
 
 
 class _MPUBStream:
-    """MPUBs to one nsqd (to any topics), up to ``mpub_window`` of them awaiting nsqd's answer.
+    """MPUBs to one nsqd (to any topics), up to `mpubWindow` of them awaiting nsqd's answer.
 
     Computing the rows can take longer than nsqd waits for an idle client, so a connection found broken is replaced
     once, and the MPUBs it had not answered are sent again on the new one (they may have landed: at-least-once).

@@ -27,8 +27,8 @@ def main(topic: str, tcp: str, http: str, output: str, checkpoint: str, write_ah
         return body
 
     reader = (spark.readStream.format("nsq").option("subscribe", topic).option("channel", "spark")
-              .option("nsqd_tcp_addresses", tcp).option("nsqd_http_addresses", http)
-              .option("writeAheadLocation", write_ahead).option("msg_timeout", "3s"))
+              .option("nsqdTcpAddresses", tcp).option("nsqdHttpAddresses", http)
+              .option("writeAheadLocation", write_ahead).option("msgTimeout", "3s"))
     for option in options:
         key, _, value = option.partition("=")
         reader = reader.option(key, value)

@@ -14,7 +14,7 @@ def main(topic: str, nsqd: str, count: int) -> None:
     spark = SparkSession.builder.appName("nsq-cluster-write").getOrCreate()
     register(spark)
     (spark.range(count, numPartitions=2).selectExpr("CAST(id AS STRING) AS value")
-     .write.format("nsq").mode("append").option("topic", topic).option("nsqd_tcp_addresses", nsqd).save())
+     .write.format("nsq").mode("append").option("topic", topic).option("nsqdTcpAddresses", nsqd).save())
     spark.stop()
 
 

@@ -98,7 +98,7 @@ def test_pipeline_reads_and_a_job_writes_through_a_standalone_cluster(cluster: s
 
     spark_submit(cluster, app, "--topic", topic, "--nsqd-tcp-address", nsqd.tcp_address,
                  "--nsqd-http-address", http_address(nsqd), "--output", str(lake),
-                 "--schema", "n int", "--available-now", "--source-option", "idle_timeout=5s")
+                 "--schema", "n int", "--available-now", "--source-option", "idleTimeout=5s")
 
     assert sorted(r.n for r in spark.read.parquet(str(lake / "events")).collect()) == list(range(count))
     wait_until(lambda: drained(nsqd, topic, "nsq_pipeline"), timeout=10)

@@ -50,7 +50,7 @@ def test_consumer_and_writer_find_nsqd_through_lookupd(lookupd: LookupdProcess,
     wait_until(lambda: len(topic_producers((lookupd.http_address,), topic)) == 2)
 
     consumer = Consumer(ReadOptions.parse({"topic": topic, "channel": "c",
-                                           "lookupd_http_addresses": lookupd.http_address}), max_in_flight=100)
+                                           "lookupdHttpAddresses": lookupd.http_address}), max_in_flight=100)
     consumer.start()
     try:
         got = take_all(consumer, 10)
@@ -63,7 +63,7 @@ def test_consumer_and_writer_find_nsqd_through_lookupd(lookupd: LookupdProcess,
 
     # a writer task outside Spark is partition 0: the first node in address order
     schema = StructType([StructField("value", StringType())])
-    writer = NSQWriter(WriteOptions.parse({"topic": topic + "_out", "lookupd_http_addresses": lookupd.http_address}),
+    writer = NSQWriter(WriteOptions.parse({"topic": topic + "_out", "lookupdHttpAddresses": lookupd.http_address}),
                        schema)
     result = writer.write(iter([pa.RecordBatch.from_pylist([{"value": "a"}, {"value": "b"}])]))
     assert result.counts == {topic + "_out": 2} and result.address == min(n.tcp_address for n in nodes)
@@ -72,7 +72,7 @@ def test_consumer_and_writer_find_nsqd_through_lookupd(lookupd: LookupdProcess,
 @pytest.mark.parametrize("codec", ["snappy", "deflate"])
 def test_compressed_connections(codec: str, nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
     topic = name(codec)
-    options = {"topic": topic, "channel": "c", "nsqd_tcp_addresses": nsqd.tcp_address, codec: "true"}
+    options = {"topic": topic, "channel": "c", "nsqdTcpAddresses": nsqd.tcp_address, codec: "true"}
     schema = StructType([StructField("body", StringType())])
     bodies = [f"{codec} {i} " * 20 for i in range(300)]
     NSQWriter(WriteOptions.parse(options), schema).write(iter([pa.RecordBatch.from_pylist([{"body": b}
@@ -95,8 +95,8 @@ def test_tls_and_auth(nsqd_factory: Callable[..., NsqdProcess], name: Callable[[
         node = nsqd_factory(f"--tls-cert={pki.server_cert}", f"--tls-key={pki.server_key}",
                             f"--https-address=127.0.0.1:{free_port()}", f"--auth-http-address={auth.address}")
         topic = name("secure")
-        options = {"topic": topic, "channel": "c", "nsqd_tcp_addresses": node.tcp_address, "tls": "true",
-                   "tls_ca_file": str(pki.ca), "auth_secret": "s3cret"}
+        options = {"topic": topic, "channel": "c", "nsqdTcpAddresses": node.tcp_address, "tls": "true",
+                   "tlsCaFile": str(pki.ca), "authSecret": "s3cret"}
         schema = StructType([StructField("value", StringType())])
         NSQWriter(WriteOptions.parse(options), schema).write(iter([pa.RecordBatch.from_pylist([{"value": "hush"}])]))
         consumer = Consumer(ReadOptions.parse(options), max_in_flight=10)

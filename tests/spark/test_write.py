@@ -28,8 +28,8 @@ def test_batch_write_publishes_every_row(spark: SparkSession, nsqd: NsqdProcess,
     rows = [(f"row {i} ünïcode",) for i in range(count)]
     df = spark.createDataFrame(rows, StructType([StructField("value", StringType())])).repartition(3)
 
-    (df.write.format("nsq").mode("append").option("topic", topic).option("nsqd_tcp_addresses", nsqd.tcp_address)
-     .option("mpub_max_messages", "400").save())
+    (df.write.format("nsq").mode("append").option("topic", topic).option("nsqdTcpAddresses", nsqd.tcp_address)
+     .option("mpubMaxMessages", "400").save())
 
     assert sorted(bodies_in(nsqd, topic)) == sorted(r[0].encode() for r in rows)
 
@@ -41,8 +41,8 @@ def test_batch_write_of_a_binary_body_column(spark: SparkSession, nsqd: NsqdProc
     schema = StructType([StructField("n", StringType()), StructField("body", BinaryType())])
     df = spark.createDataFrame([(str(n), b) for n, b in rows], schema)
 
-    (df.write.format("nsq").mode("append").option("topic", topic).option("nsqd_tcp_addresses", nsqd.tcp_address)
-     .option("mpub_max_bytes", "2000").save())
+    (df.write.format("nsq").mode("append").option("topic", topic).option("nsqdTcpAddresses", nsqd.tcp_address)
+     .option("mpubMaxBytes", "2000").save())
 
     assert sorted(bodies_in(nsqd, topic)) == sorted(b for _, b in rows)
 
@@ -50,7 +50,7 @@ def test_batch_write_of_a_binary_body_column(spark: SparkSession, nsqd: NsqdProc
 def test_write_needs_a_value_or_body_column(spark: SparkSession, nsqd: NsqdProcess) -> None:
     df = spark.createDataFrame([("x",)], StructType([StructField("payload", StringType())]))
     with pytest.raises((AnalysisException, PythonException), match="'value' or 'body' column"):
-        df.write.format("nsq").mode("append").option("topic", "t").option("nsqd_tcp_addresses",
+        df.write.format("nsq").mode("append").option("topic", "t").option("nsqdTcpAddresses",
                                                                           nsqd.tcp_address).save()
 
 
@@ -61,8 +61,8 @@ def test_rows_go_to_their_topic_column_and_null_to_the_topic_option(spark: Spark
     schema = StructType([StructField("value", StringType()), StructField("Topic", StringType())])  # any case
     df = spark.createDataFrame(rows, schema).repartition(2)
 
-    (df.write.format("nsq").mode("append").option("topic", default).option("nsqd_tcp_addresses", nsqd.tcp_address)
-     .option("mpub_max_messages", "100").save())
+    (df.write.format("nsq").mode("append").option("topic", default).option("nsqdTcpAddresses", nsqd.tcp_address)
+     .option("mpubMaxMessages", "100").save())
 
     for routed, topic in ((clicks, clicks), (views, views), (None, default)):
         assert sorted(bodies_in(nsqd, topic)) == sorted(body.encode() for body, to in rows if to == routed)
@@ -71,14 +71,14 @@ def test_rows_go_to_their_topic_column_and_null_to_the_topic_option(spark: Spark
 def test_write_needs_a_topic_option_or_column(spark: SparkSession, nsqd: NsqdProcess) -> None:
     df = spark.createDataFrame([("x",)], StructType([StructField("value", StringType())]))
     with pytest.raises((AnalysisException, PythonException), match="needs a 'topic' option or a string 'topic' column"):
-        df.write.format("nsq").mode("append").option("nsqd_tcp_addresses", nsqd.tcp_address).save()
+        df.write.format("nsq").mode("append").option("nsqdTcpAddresses", nsqd.tcp_address).save()
 
 
 def test_a_topic_column_must_be_string(spark: SparkSession, nsqd: NsqdProcess) -> None:
     df = spark.createDataFrame([("x", 1)], StructType([StructField("value", StringType()),
                                                        StructField("topic", IntegerType())]))
     with pytest.raises((AnalysisException, PythonException), match="'topic' names each row's topic and must be string"):
-        df.write.format("nsq").mode("append").option("topic", "t").option("nsqd_tcp_addresses",
+        df.write.format("nsq").mode("append").option("topic", "t").option("nsqdTcpAddresses",
                                                                           nsqd.tcp_address).save()
 
 
@@ -91,17 +91,17 @@ def test_an_invalid_topic_fails_the_write_and_is_never_sent(spark: SparkSession,
     df = spark.createDataFrame(rows, schema).coalesce(1)
 
     with pytest.raises(PythonException, match=f"a row's topic '{bad}' is not a valid NSQ topic name"):
-        (df.write.format("nsq").mode("append").option("nsqd_tcp_addresses", nsqd.tcp_address)
-         .option("mpub_max_messages", "4").save())
+        (df.write.format("nsq").mode("append").option("nsqdTcpAddresses", nsqd.tcp_address)
+         .option("mpubMaxMessages", "4").save())
 
     # at most the two MPUBs filled before the bad row (sent, not awaited): not the bad row, nor any after it
     assert set(bodies_in(nsqd, good)) <= {f"good {i}".encode() for i in range(8)}
 
 
 def test_the_topic_option_is_optional_for_writing_but_checked() -> None:
-    assert WriteOptions.parse({"nsqd_tcp_addresses": "h:1"}).topic is None
+    assert WriteOptions.parse({"nsqdTcpAddresses": "h:1"}).topic is None
     with pytest.raises(OptionError, match="valid NSQ topic name"):
-        WriteOptions.parse({"topic": "a b", "nsqd_tcp_addresses": "h:1"})
+        WriteOptions.parse({"topic": "a b", "nsqdTcpAddresses": "h:1"})
 
 
 def test_the_log_counts_messages_per_topic() -> None:
@@ -137,11 +137,11 @@ def test_stream_bridges_one_topic_into_another(spark: SparkSession, nsqd: NsqdPr
     publish(nsqd, source, bodies)
 
     query = (spark.readStream.format("nsq").option("topic", source).option("channel", "bridge")
-             .option("nsqd_tcp_addresses", nsqd.tcp_address).option("nsqd_http_addresses", http_address(nsqd))
-             .option("max_messages_per_batch", "200").option("writeAheadLocation", str(tmp_path / "write-ahead"))
-             .option("idle_timeout", "5s").load()
+             .option("nsqdTcpAddresses", nsqd.tcp_address).option("nsqdHttpAddresses", http_address(nsqd))
+             .option("maxOffsetsPerTrigger", "200").option("writeAheadLocation", str(tmp_path / "write-ahead"))
+             .option("idleTimeout", "5s").load()
              .select("body")
-             .writeStream.format("nsq").option("topic", target).option("nsqd_tcp_addresses", nsqd.tcp_address)
+             .writeStream.format("nsq").option("topic", target).option("nsqdTcpAddresses", nsqd.tcp_address)
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
     assert query.awaitTermination(180)
     assert query.exception() is None
@@ -151,13 +151,13 @@ def test_stream_bridges_one_topic_into_another(spark: SparkSession, nsqd: NsqdPr
 
 
 def stream_options(nsqd: NsqdProcess, topic: str, **extra: str) -> WriteOptions:
-    return WriteOptions.parse({"topic": topic, "nsqd_tcp_addresses": nsqd.tcp_address, **extra})
+    return WriteOptions.parse({"topic": topic, "nsqdTcpAddresses": nsqd.tcp_address, **extra})
 
 
 def test_mpubs_go_ahead_of_their_answers_and_all_are_awaited(nsqd: NsqdProcess, name: Callable[[str], str]) -> None:
     topic = name("window")
     chunks = [[b"c%d-%d" % (c, i) for i in range(50)] for c in range(20)]
-    with _MPUBStream(nsqd.tcp_address, stream_options(nsqd, topic, mpub_window="4")) as stream:
+    with _MPUBStream(nsqd.tcp_address, stream_options(nsqd, topic, mpubWindow="4")) as stream:
         for chunk in chunks:
             stream.send(topic, chunk)
             assert len(stream._unanswered) < 4

@@ -21,7 +21,7 @@ from nsqd_py.spark.options import OptionError, ReadOptions
 from nsqd_py.spark.reader import NSQStreamReader, SlicePartition
 from nsqd_py.spark.schema import ARROW_SCHEMA
 from nsqd_py.spark.slice_task import BatchClosedError, SlicePlan, SliceTask
-from nsqd_py.spark.slices import DataLossError, SliceStore
+from nsqd_py.spark.slices import DataLossError, SliceSpec, SliceStore
 from tests.spark.util import bodies, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats, drain, wait_until
 
@@ -206,7 +206,7 @@ def test_two_attempts_racing_for_each_chunk_agree_and_lose_nothing(
     topic = name("race")
     sent = bodies(150)
     publish(small_rdy, topic, sent)
-    task_plan = planned(SlicePlan("racing://wa", "q1", 1, topic, small_rdy.tcp_address, 0, 100))
+    task_plan = planned(SlicePlan("racing://wa", "q1", 1, "c", SliceSpec(topic, small_rdy.tcp_address, 0, 100)))
     opts = options(small_rdy, topic, pollTimeout="3s")  # a busy machine must not end the slice early
     results: dict[str, list[tuple[str, bytes]]] = {}
 
@@ -335,7 +335,7 @@ def test_an_offset_of_the_other_read_mode_says_what_to_do(nsqd: NsqdProcess) -> 
 
 def test_an_ephemeral_channel_is_refused() -> None:
     with pytest.raises(OptionError, match="ephemeral"):
-        ReadOptions.parse({"subscribe": "t", "channel": "c#ephemeral", "nsqd_tcp_addresses": "h:4150"})
+        ReadOptions.parse({"subscribe": "t", "channel": "c#ephemeral", "nsqdTcpAddresses": "h:4150"})
 
 
 def test_the_progress_counts_fresh_and_replayed_chunks(small_rdy: NsqdProcess, name: Callable[[str], str],

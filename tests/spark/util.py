@@ -7,7 +7,7 @@ import requests
 from nsqd_py.client.connection import Connection
 from nsqd_py.client.protocol import Message, mpub_body
 from nsqd_py.spark.slice_task import SlicePlan
-from nsqd_py.spark.slices import SliceStore, slice_name
+from nsqd_py.spark.slices import SliceStore
 from tests.support import NsqdProcess, channel_stats, wait_until
 
 
@@ -26,8 +26,8 @@ def http_address(nsqd: NsqdProcess) -> str:
 
 def source_options(nsqd: NsqdProcess, topic: str, **extra: str) -> dict[str, str]:
     """The source's options for reading ``topic`` on channel ``c`` of ``nsqd`` (``extra`` adds or replaces)."""
-    return {"subscribe": topic, "channel": "c", "nsqd_tcp_addresses": nsqd.tcp_address,
-            "nsqd_http_addresses": http_address(nsqd), "pollTimeout": "300ms", **extra}
+    return {"subscribe": topic, "channel": "c", "nsqdTcpAddresses": nsqd.tcp_address,
+            "nsqdHttpAddresses": http_address(nsqd), "pollTimeout": "300ms", **extra}
 
 
 def bodies(count: int, prefix: str = "m", size: int = 0) -> list[bytes]:
@@ -47,7 +47,7 @@ def drained(nsqd: NsqdProcess, topic: str, channel: str) -> bool:
 
 def planned(task: SlicePlan) -> SlicePlan:
     """Record ``task``'s batch in its write-ahead location as the driver does when it plans a batch."""
-    SliceStore(task.location, task.query).plan(task.batch, [slice_name(task.topic, task.nsqd, task.index)])
+    SliceStore(task.location, task.query).plan(task.batch, [task.spec.name])
     return task
 
 
