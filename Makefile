@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 COMPILED := $(shell sed -n 's/^ *"\(nsqd_py\/.*\.py\)",$$/\1/p' setup.py)
 # the tests also run on pure Python (NSQD_PY_PURE=1 imports the .py sources): this subset
 PURE_TESTS := tests/unit tests/protocol tests/http
+# most tests wait (on processes, timeouts, heartbeats), so 4 workers overlap them even on 2 cores; a test file
+# stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once
+PARALLEL ?= -n 4 --dist loadfile
 
 .PHONY: run test install lint bench bench-deps clean dist
 
@@ -17,8 +20,8 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q
-	NSQD_PY_PURE=1 $(BIN)/pytest -q $(PURE_TESTS)
+	$(BIN)/pytest -q $(PARALLEL)
+	NSQD_PY_PURE=1 $(BIN)/pytest -q $(PARALLEL) $(PURE_TESTS)
 
 install: $(STAMP)
 

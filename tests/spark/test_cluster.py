@@ -179,17 +179,21 @@ def test_executors_read_and_an_executor_killed_mid_batch_loses_nothing(cluster: 
     app = subprocess.Popen(command, env=submit_env(), start_new_session=True, stdout=subprocess.DEVNULL)
     seen: list[tuple[bool, bool]] = []  # for each process nsqd delivered to: an executor's? the driver's?
     killed: psutil.Process | None = None
+    orphans: set[int] = set()  # the killed executor's Python workers: they outlive it briefly, with no parent JVM
     try:
         deadline = time.monotonic() + SUBMIT_TIMEOUT
         while app.poll() is None and time.monotonic() < deadline:
             executors = []
             for process in readers(nodes, topic):
                 with contextlib.suppress(psutil.NoSuchProcess):
+                    if process.pid in orphans:
+                        continue
                     executor = executor_of(process)
                     seen.append((executor is not None, os.getsid(process.pid) == app.pid))  # the driver's session
                     executors += [executor] if executor is not None else []
             if killed is None and executors:
                 killed = executors[0]
+                orphans = {child.pid for child in killed.children(recursive=True)}
                 killed.kill()  # SIGKILL, mid-batch: it is reading right now
             time.sleep(0.05)
         assert app.wait(30) == 0

@@ -77,3 +77,8 @@ def test_relative_links_resolve(doc: Path) -> None:
 def test_no_pointer_to_the_shared_folder(doc: Path) -> None:
     text = doc.read_text(encoding="utf-8")
     assert "../shared" not in text and "/work/shared" not in text
+
+
+def test_readme_stays_short() -> None:
+    """The README is for users (issue 31): history and design go to docs/, development notes to CONTRIBUTING.md."""
+    assert len((REPO / "README.md").read_text().splitlines()) < 250
