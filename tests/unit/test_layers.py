@@ -29,6 +29,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "client": frozenset(CLIENT_BASE),
     "tools": frozenset((*CLIENT_BASE, "client")),
     "spark": frozenset((*CLIENT_BASE, "client")),
+    #: nsqadmin: a server of its own over the transport, nsqd's envelope and router (http_api) and the log-level
+    #: option kind (config); it talks to nsqd and lookupd over HTTP only, never through the broker's layers
+    "admin": frozenset(("go", "runtime", "wire", "http_server", "config", "http_api")),
 }
 #: the top-level modules: __init__ asks core whether it is compiled; the test helpers users get use the client
 TOP_LEVEL: dict[str, frozenset[str]] = {

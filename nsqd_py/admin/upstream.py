@@ -1,0 +1,135 @@
+"""The HTTP client nsqadmin queries nsqd and nsqlookupd with (Go's internal/http_api Client): NSQ's Accept
+header, the connect and request timeouts, the https retry on a `403 {"https_port": N}`, and Go's error texts,
+since nsqadmin shows them to the user (`got response 404 Not Found "{\"message\":\"TOPIC_NOT_FOUND\"}"`).
+
+`fan_out` runs one query per address in parallel greenlets and keeps the answers in address order, so one dead
+node costs a request at most the client timeouts, never one timeout per node.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import gevent
+import orjson
+import requests
+
+from ..go.gocompat import NSQ_ACCEPT, go_quote, join_host_port
+from ..http_api.responses import status_line
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class UpstreamError(Exception):
+    """One failed query, with Go's text for it."""
+
+
+class Client:
+    """requests with Go's deadline transport: ``connect_timeout`` to connect, ``request_timeout`` for an answer."""
+
+    def __init__(self, connect_timeout: float, request_timeout: float, *, verify: bool | str = True,
+                 cert: tuple[str, str] | None = None) -> None:
+        self.timeout = (connect_timeout, request_timeout)
+        self.session = requests.Session()
+        self.session.headers["Accept"] = NSQ_ACCEPT
+        self.session.verify = verify
+        self.session.cert = cert
+
+    def get_json(self, endpoint: str) -> Any:
+        """GET ``endpoint`` and decode its JSON answer (Go's GETV1)."""
+        body = self._request("GET", endpoint)
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as err:
+            raise UpstreamError(f"invalid character in JSON answer from {endpoint} - {err}") from None
+
+    def post(self, endpoint: str) -> None:
+        """POST to ``endpoint`` with no body (Go's POSTV1)."""
+        self._request("POST", endpoint)
+
+    def post_json(self, endpoint: str, body: bytes) -> None:
+        """POST a JSON body, whatever the answer (notifications)."""
+        try:
+            self.session.post(endpoint, data=body, timeout=self.timeout,
+                              headers={"Content-Type": "application/json"}).close()
+        except requests.RequestException as err:
+            raise UpstreamError(_go_error("POST", endpoint, err)) from None
+
+    def _request(self, method: str, endpoint: str) -> bytes:
+        while True:
+            try:
+                resp = self.session.request(method, endpoint, timeout=self.timeout)
+            except requests.RequestException as err:
+                raise UpstreamError(_go_error(method, endpoint, err)) from None
+            body = resp.content
+            if resp.status_code == 200:
+                return body
+            if resp.status_code == 403 and not endpoint.startswith("https"):
+                endpoint = _https_endpoint(endpoint, body)
+                continue
+            raise UpstreamError(f"got response {status_line(resp.status_code)} {go_quote(body)}")
+
+
+def _https_endpoint(endpoint: str, body: bytes) -> str:
+    """nsqd answers plain HTTP with 403 and its https_port under --tls-required: ask there instead."""
+    try:
+        port = int(orjson.loads(body)["https_port"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise UpstreamError(f"got response 403 Forbidden {go_quote(body)}") from None
+    parts = urlsplit(endpoint)
+    return urlunsplit(("https", join_host_port(parts.hostname or "", port), parts.path, parts.query, ""))
+
+
+def _go_error(method: str, endpoint: str, err: requests.RequestException) -> str:
+    """`Get "URL": dial tcp ADDR: connect: connection refused`, as Go's http.Client words it."""
+    verb = method.capitalize()
+    parts = urlsplit(endpoint)
+    address = parts.netloc
+    if isinstance(err, requests.ConnectTimeout):
+        return f'{verb} "{endpoint}": dial tcp {address}: i/o timeout'
+    if isinstance(err, requests.Timeout):
+        return f'{verb} "{endpoint}": context deadline exceeded (Client.Timeout exceeded while awaiting headers)'
+    if isinstance(err, requests.ConnectionError):
+        cause = _os_error(err)
+        if cause is not None and cause.errno == errno.ECONNREFUSED:
+            return f'{verb} "{endpoint}": dial tcp {address}: connect: connection refused'
+        if cause is not None and cause.strerror:
+            return f'{verb} "{endpoint}": dial tcp {address}: {cause.strerror.lower()}'
+        return f'{verb} "{endpoint}": EOF'
+    return f'{verb} "{endpoint}": {err}'
+
+
+def _os_error(err: BaseException) -> OSError | None:
+    """The OSError at the bottom of requests' and urllib3's wrapping, if any."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [err]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None:
+            return current
+        stack.extend((current.__cause__, current.__context__, *(a for a in current.args
+                                                                 if isinstance(a, BaseException))))
+        reason = getattr(current, "reason", None)
+        if isinstance(reason, BaseException):
+            stack.append(reason)
+    return None
+
+
+def fan_out(items: Sequence[T], query: Callable[[T], R]) -> list[R | UpstreamError]:
+    """``query`` for every item at once (a greenlet each); the answers, or their UpstreamError, in item order."""
+    def guarded(item: T) -> R | UpstreamError:
+        try:
+            return query(item)
+        except UpstreamError as err:
+            return err
+
+    greenlets = [gevent.spawn(guarded, item) for item in items]
+    gevent.joinall(greenlets, raise_error=True)
+    return [greenlet.value for greenlet in greenlets]
