@@ -41,6 +41,10 @@ COMPILED_MODULES = [
     "nsqd_py/http_server/request_head.py",
     "nsqd_py/http_server/connection.py",
     "nsqd_py/http_api/shortcuts.py",
+    "nsqd_py/http_api/pub.py",
+    "nsqd_py/http_api/body.py",
+    "nsqd_py/http_api/params.py",
+    "nsqd_py/http_api/responses.py",
 ]
 
 

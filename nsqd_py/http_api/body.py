@@ -16,7 +16,7 @@ _READ_PIECE = 1 << 16
 class BodyStream(Protocol):
     """A request body as WSGI hands it over (`wsgi.input`, Falcon's `req.stream`)."""
 
-    def read(self, size: int = ..., /) -> bytes: ...
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 def read_body(stream: BodyStream, limit: int) -> bytes:
