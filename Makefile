@@ -11,13 +11,13 @@ PURE_TESTS := tests/unit tests/protocol tests/http
 # stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once
 PARALLEL ?= -n 4 --dist loadfile
 
-.PHONY: run test install lint bench bench-deps clean dist
+.PHONY: run test install lint bench bench-deps browser-deps clean dist
 
 run: install
 	mkdir -p data
 	$(BIN)/nsqd --config configs/nsqd.toml
 
-test: install
+test: install browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q $(PARALLEL)
@@ -51,6 +51,11 @@ bench: install
 # Debian packages the benchmarks use (wrk for HTTP load); needs root, as on this project's machines.
 bench-deps:
 	command -v wrk >/dev/null || (apt-get update && apt-get install -y wrk)
+
+# Debian's Chromium and chromedriver, for the nsqadmin page tests (tests/admin/test_pages.py); needs root.
+browser-deps:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		(apt-get update && apt-get install -y chromium chromium-driver)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info *__mypyc*.so

@@ -6,6 +6,7 @@ GET /ping, /api/topics[?inactive=true], /api/topics/{topic}, /api/topics/{topic}
 and /api/topics/{topic}/{channel} (pause, unpause, empty); DELETE /api/topics/{topic},
 /api/topics/{topic}/{channel}, /api/nodes/{node} (tombstone). With --admin-user, the actions answer 403 unless
 the --acl-http-header names one of them. /config answers only the --allow-config-from-cidr network.
+The HTML pages (`pages`) are routed here too, under the same --base-path.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..runtime.log import LEVELS_BY_NAME
 from ..wire.names import is_valid_name
 from .notify import Notifier
 from .options import AdminOptions
+from .pages import Pages
 from .routing import AdminRouter
 from .stats import go_numbers
 from .views import ACTIONS, Views, api_error
@@ -42,6 +44,12 @@ def create_app(views: Views, notifier: Notifier) -> falcon.App:
                          ("/api/nodes/{node}", "node"), ("/api/counter", "counter"),
                          ("/api/graphite", "graphite"), ("/config/{opt}", "config")):
         app.add_route(posixpath.join(base, path.lstrip("/")), api, suffix=suffix, plain=path == "/ping")
+    pages = Pages(views)
+    for path, suffix in (("/", "index"), ("/topics", "index"), ("/topics/{topic}", "topic"),
+                         ("/topics/{topic}/{channel}", "channel"), ("/nodes", "nodes"),
+                         ("/nodes/{node}", "node"), ("/counter", "counter"),
+                         ("/lookup", "lookup"), ("/static/{asset}", "static")):
+        app.add_route(posixpath.join(base, path.lstrip("/")), pages, suffix=suffix, page=True)
     return app
 
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from ..config.options import LOG_LEVEL
 from ..go.durations import SECOND
-from ..go.goflags import FlagSet
-from ..go.settings import BOOL, DURATION, LIST, STRING, parse_daemon_options, setting
+from ..go.settings import BOOL, DURATION, LIST, STRING, deprecated_verbose, parse_daemon_options, setting
 from ..runtime.log import INFO
 
 
@@ -74,15 +73,11 @@ class InvalidOptions(Exception):
     """One of Go's `nsqadmin.New()` checks failed; the text is Go's, printed as `failed to instantiate nsqadmin`."""
 
 
-def _deprecated_flags(flags: FlagSet) -> None:
-    flags.add("verbose", "bool", False, "[deprecated] has no effect, use --log-level")
-
-
 def parse_options(argv: list[str]) -> AdminOptions:
     """Like nsqadmin's Start(): flags (usage and exit 2 on errors), `--version` returns at once, then TOML.
     ConfigError for an unreadable config file or a bad `log_level`, ResolveError for a TOML value of the wrong
     kind (go.settings)."""
-    return parse_daemon_options(AdminOptions(), "nsqadmin", argv, ("log_level",), _deprecated_flags)
+    return parse_daemon_options(AdminOptions(), "nsqadmin", argv, ("log_level",), deprecated_verbose)
 
 
 def validate(opts: AdminOptions) -> None:

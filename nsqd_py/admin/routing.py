@@ -1,12 +1,20 @@
 """nsqd's httprouter-like Router (http_api/routing.py), plus routes with several `{param}` segments, which
-nsqadmin has (`/api/topics/{topic}/{channel}`) and nsqd does not. Redirects, 405s and 404s stay the Router's.
+nsqadmin has (`/api/topics/{topic}/{channel}`) and nsqd does not, and HTML pages (``page=True``: the responder
+returns its whole answer, not data for the JSON envelope). Redirects, 405s and 404s stay the Router's.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import Any
 
-from ..http_api.routing import Router, _Route
+import falcon
+from falcon.routing import map_http_methods
+
+from ..http_api.responses import APIError, Handler, Responder, apply_answer, v1_error_answer
+from ..http_api.routing import Router, _AnyMethod, _Route, logged
+from ..runtime.log import Logger
 
 
 class _SegmentsRoute(_Route):
@@ -35,8 +43,30 @@ class _SegmentsRoute(_Route):
 class AdminRouter(Router):
     def add_route(self, uri_template: str, resource: object, *, suffix: str | None = None, log: bool = True,
                   plain: bool = False, **kwargs: object) -> None:
+        page = kwargs.pop("page", False)
         super().add_route(uri_template, resource, suffix=suffix, log=log, plain=plain, **kwargs)
+        route = self._routes[-1]
+        if page:
+            for method, handler in map_http_methods(resource, suffix=suffix).items():
+                route.method_maps[method] = _AnyMethod(_page(logged(handler, self._logger), self._logger))
         if uri_template.count("{") > 1:
-            route = self._routes[-1]
             self._routes[-1] = _SegmentsRoute(route.template, route.resource, route.prefix, route.param,
                                               route.method_maps)
+
+
+def _page(handler: Handler, logger: Logger) -> Responder:
+    """A responder whose handler returns (status, headers, body); an APIError or a crash answers as the API's."""
+
+    @functools.wraps(handler)
+    def responder(req: falcon.Request, resp: falcon.Response, **params: str) -> None:
+        answer: Any
+        try:
+            answer = handler(req, resp, **params)
+        except APIError as err:
+            answer = v1_error_answer(err.code, err.text)
+        except Exception as err:
+            logger.error(f"panic in HTTP handler - {err!r}")
+            answer = v1_error_answer(500, "INTERNAL_ERROR")
+        apply_answer(resp, answer)
+
+    return responder

@@ -30,6 +30,7 @@ from nsqd_py.go.settings import (
     OptionsError,
     ResolveError,
     coerce_floats,
+    deprecated_verbose,
     parse_daemon_options,
     setting,
     settings_of,
@@ -278,7 +279,7 @@ _Opts = TypeVar("_Opts", bound=DaemonOptions)
 
 
 def _deprecated_flags(flags: FlagSet) -> None:
-    flags.add("verbose", "bool", False, "[deprecated] has no effect, use --log-level")
+    deprecated_verbose(flags)
     flags.add("worker-id", "bool", False, "[deprecated] use --node-id")
 
 

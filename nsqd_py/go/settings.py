@@ -294,6 +294,11 @@ def resolve(opts: Any, parsed: Parsed, cfg: dict[str, Any]) -> None:
             setattr(opts, attr, _coerce(meta, cfg[meta.key], getattr(opts, attr)))
 
 
+def deprecated_verbose(flags: FlagSet) -> None:
+    """`--verbose`, which every NSQ daemon still accepts (and ignores) since --log-level replaced it."""
+    flags.add("verbose", "bool", False, "[deprecated] has no effect, use --log-level")
+
+
 def parse_daemon_options(opts: _Daemon, name: str, argv: Sequence[str], text_keys: tuple[str, ...],
                          extra: Callable[[FlagSet], None] | None = None) -> _Daemon:
     """A daemon's start-up: flags (usage and exit 2 on errors), then its `--config` TOML (``text_keys`` read from

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from ..config.options import LOG_LEVEL
 from ..go.durations import SECOND
-from ..go.goflags import FlagSet
-from ..go.settings import BOOL, DURATION, STRING, parse_daemon_options, setting
+from ..go.settings import BOOL, DURATION, STRING, deprecated_verbose, parse_daemon_options, setting
 from ..runtime.log import INFO
 
 
@@ -30,12 +29,8 @@ class LookupdOptions:
     show_version: bool = setting("version", BOOL, False, "print version string", key=None)
 
 
-def _deprecated_flags(flags: FlagSet) -> None:
-    flags.add("verbose", "bool", False, "[deprecated] has no effect, use --log-level")
-
-
 def parse_options(argv: list[str]) -> LookupdOptions:
     """Like nsqlookupd's Start(): flags (usage and exit 2 on errors), `--version` returns at once, then TOML.
     ConfigError for an unreadable config file or a bad `log_level`, ResolveError for a TOML value of the wrong
     kind (go.settings)."""
-    return parse_daemon_options(LookupdOptions(), "nsqlookupd", argv, ("log_level",), _deprecated_flags)
+    return parse_daemon_options(LookupdOptions(), "nsqlookupd", argv, ("log_level",), deprecated_verbose)

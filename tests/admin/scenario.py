@@ -129,6 +129,15 @@ def consume(tcp_port: int, topic: str, channel: str, finish: int) -> socket.sock
     return sock
 
 
+def hold(tcp_port: int, topic: str, channel: str) -> socket.socket:
+    """A consumer with one message in flight: it takes a message and never finishes it."""
+    sock = socket.create_connection(("127.0.0.1", tcp_port), timeout=10)
+    sock.sendall(b"  V2" + f"SUB {topic} {channel}\nRDY 1\n".encode())
+    _frame(sock)
+    _frame(sock)
+    return sock
+
+
 def _frame(sock: socket.socket) -> bytes:
     size, frame_type = struct.unpack(">II", _read(sock, 8))
     data = _read(sock, size - 4)

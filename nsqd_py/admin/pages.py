@@ -1,0 +1,111 @@
+"""nsqadmin's HTML pages (Go's `/`, `/topics/:topic`, `/topics/:topic/:channel`, `/nodes`, `/nodes/:node`,
+`/counter`, `/lookup`, `/static/:asset`), rendered on the server with Jinja2 from the same `Views` dicts the JSON
+API answers. The pages' buttons call that API (POST/DELETE /api/...) from static/admin.js, so the ACL and the
+notifications apply to them as to any other client: there is one implementation of each action.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import falcon
+import jinja2
+
+from ..http_api.responses import HTML_TYPE, APIError, status_line
+from .charts import Charts
+from .views import Views
+
+HERE = Path(__file__).resolve().parent
+STATIC = HERE / "static"
+_UNITS = (("h", 3600 * 10**9), ("m", 60 * 10**9), ("s", 10**9))
+
+
+def number(value: Any) -> str:
+    """12345 → `12,345`: queue depths and counts are read at a glance."""
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}" if isinstance(value, float) else str(value)
+
+
+def duration(ns: Any) -> str:
+    """Nanoseconds as Go prints a time.Duration, rounded to what an operator reads: `1h2m3s`, `250ms`, `42µs`."""
+    ns = int(ns or 0)
+    if ns == 0:
+        return "0s"
+    if ns < 10**3:
+        return f"{ns}ns"
+    if ns < 10**6:
+        return f"{ns / 10**3:.0f}µs"
+    if ns < 10**9:
+        return f"{ns / 10**6:.0f}ms"
+    if ns < 60 * 10**9:
+        return f"{ns / 10**9:.1f}s"
+    parts: list[str] = []
+    rest = ns
+    for unit, size in _UNITS:
+        if rest >= size or parts:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters.update(number=number, duration=duration)
+    return env
+
+
+class Pages:
+    """One responder per page; each answers (status, headers, body) for the router's `page` wrapper."""
+
+    def __init__(self, views: Views) -> None:
+        self.views = views
+        self.charts = Charts(views.opts)
+        self.env = _environment()
+
+    def _render(self, template: str, section: str, view: Callable[[], dict[str, Any]],
+                **context: Any) -> tuple[str, list[tuple[str, str]], bytes]:
+        """The page, or the error page with the view's status (502 when no node answered, 404 ...)."""
+        opts = self.views.opts
+        common = {"base": opts.base_path.rstrip("/") + "/", "section": section, "charts": self.charts,
+                  "lookupds": opts.nsqlookupd_http_addresses, "now_ms": int(time.time() * 1000),
+                  "statsd_interval": opts.statsd_interval // 10**9}
+        try:
+            data = view()
+        except APIError as err:
+            body = self.env.get_template("error.html").render(common, code=err.code, text=err.text, **context)
+            return status_line(err.code), [("Content-Type", HTML_TYPE)], body.encode()
+        body = self.env.get_template(template).render(common, data=data, **context)
+        return status_line(200), [("Content-Type", HTML_TYPE)], body.encode()
+
+    def on_get_index(self, req: falcon.Request, resp: falcon.Response) -> Any:
+        return self._render("topics.html", "topics", self.views.topics)
+
+    def on_get_topic(self, req: falcon.Request, resp: falcon.Response, topic: str) -> Any:
+        return self._render("topic.html", "topics", lambda: self.views.topic(topic), topic=topic)
+
+    def on_get_channel(self, req: falcon.Request, resp: falcon.Response, topic: str, channel: str) -> Any:
+        return self._render("channel.html", "topics", lambda: self.views.channel(topic, channel), topic=topic,
+                            channel=channel)
+
+    def on_get_nodes(self, req: falcon.Request, resp: falcon.Response) -> Any:
+        return self._render("nodes.html", "nodes", self.views.nodes)
+
+    def on_get_node(self, req: falcon.Request, resp: falcon.Response, node: str) -> Any:
+        return self._render("node.html", "nodes", lambda: self.views.node(node), node=node)
+
+    def on_get_counter(self, req: falcon.Request, resp: falcon.Response) -> Any:
+        return self._render("counter.html", "counter", self.views.counter)
+
+    def on_get_lookup(self, req: falcon.Request, resp: falcon.Response) -> Any:
+        return self._render("lookup.html", "lookup", lambda: self.views.topics(inactive=True))
+
+    def on_get_static(self, req: falcon.Request, resp: falcon.Response, asset: str) -> Any:
+        path = STATIC / asset
+        if "/" in asset or asset.startswith(".") or not path.is_file():
+            raise APIError(404, "NOT_FOUND")
+        kind = mimetypes.guess_type(asset)[0] or "application/octet-stream"
+        return status_line(200), [("Content-Type", kind), ("Cache-Control", "max-age=300")], path.read_bytes()
