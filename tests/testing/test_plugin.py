@@ -26,14 +26,15 @@ def test_each_test_gets_a_fresh_nsqd(nsqd):
 
 
 def test_with_lookupd(nsqd, nsqlookupd):
-    import json, time, urllib.request
+    import json, time, urllib.error, urllib.request
     nsqd.publish("found", b"x")
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        with urllib.request.urlopen(f"{nsqlookupd.http_url}/lookup?topic=found") as reply:
-            producers = json.loads(reply.read())["producers"]
-        if producers:
-            break
+    producers, deadline = [], time.time() + 10
+    while not producers and time.time() < deadline:
+        try:  # 404 TOPIC_NOT_FOUND until nsqd's registration reaches lookupd
+            with urllib.request.urlopen(f"{nsqlookupd.http_url}/lookup?topic=found") as reply:
+                producers = json.loads(reply.read())["producers"]
+        except urllib.error.HTTPError as err:
+            assert err.code == 404
         time.sleep(0.1)
     assert producers[0]["tcp_port"] == nsqd.tcp_port
 '''
