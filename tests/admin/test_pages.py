@@ -82,6 +82,7 @@ def test_streams_page_lists_the_topics(env: Env) -> None:
     b = env.open("/")
     assert b.rows("topics") == [["t1"], ["t2"]]
     assert [a.text for a in b.all("nav a")] == ["Streams", "Nodes", "Counter", "Lookup"]
+    b.screenshot("topics")
     b.next_page(b.all("#topics a")[0].click)
     assert b.text("h1") == "t1"
 
@@ -126,10 +127,12 @@ def test_nodes_and_node_pages(env: Env) -> None:
     assert rows[env.cl.a.http][5] == "1.3.0" and rows[env.cl.a.http][6].startswith(env.cl.lookupd.http)
     [tombstoned] = b.all("#nodes a.badge.tombstoned")
     assert tombstoned.text == "t2" and "tombstoned" in (tombstoned.get_attribute("title") or "")
+    b.screenshot("nodes")
     b.next_page(b.find(f'#nodes a[href="/nodes/{env.cl.a.http}"]').click)
     assert b.text("h1") == env.cl.a.http
     assert b.text(".totals").split("\n") == ["Topics", "1", "Messages", "1,505", "Clients", "1"]
     assert [row[0] for row in b.rows("node-topics")] == ["t1", "↳ c1", "↳ c2 paused"]
+    b.screenshot("node")
 
 
 def test_counter_page_totals_and_sorts(env: Env) -> None:
@@ -142,12 +145,14 @@ def test_counter_page_totals_and_sorts(env: Env) -> None:
     header.click()
     assert [row[3] for row in b.rows("counter")] == [f"{c:,}" for c in reversed(counts)]
     assert header.get_attribute("aria-sort") == "descending"
+    b.screenshot("counter")
 
 
 def test_lookup_page_lists_inactive_topics(env: Env) -> None:
     b = env.open("/lookup")
     assert env.cl.lookupd.http in b.text()
     assert b.rows("inactive") == [["t2", "c9 delete", "Delete topic"]]  # tombstoned on its only node
+    b.screenshot("lookup")
 
 
 def test_a_node_that_does_not_answer(env: Env) -> None:
