@@ -4,11 +4,16 @@ timeout and gives a warning, the ACL, notifications with the user, `/config` cha
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import signal
+import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -124,3 +129,43 @@ def test_config_changes_live(live: Cluster, tmp_path: Path) -> None:
         assert request(nsqadmin.http, "PUT", "/config/base_path", b"/x") == (400, {"message": "INVALID_OPTION"})
     finally:
         nsqadmin.stop()
+
+
+class _Graphite(http.server.BaseHTTPRequestHandler):
+    """Graphite's render endpoint: answers a PNG-typed body and keeps what it was asked."""
+
+    asked: ClassVar[list[tuple[str, str | None]]] = []
+
+    def do_GET(self) -> None:
+        self.asked.append((self.path, self.headers.get("Authorization")))
+        body = b"not really a png"
+        self.send_response(200)
+        self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_proxy_graphite_passes_render_through_with_the_urls_credentials(live: Cluster, tmp_path: Path) -> None:
+    graphite = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Graphite)
+    threading.Thread(target=graphite.serve_forever, daemon=True).start()
+    origin = f"127.0.0.1:{graphite.server_address[1]}"
+    nsqadmin = admin(NSQADMIN, tmp_path, f"--lookupd-http-address={live.lookupd.http}", "--proxy-graphite",
+                     f"--graphite-url=http://ops:pw@{origin}")
+    try:
+        with urllib.request.urlopen(f"http://{nsqadmin.http}/render?target=a.b&from=-1h", timeout=10) as reply:
+            assert (reply.status, reply.headers["Content-Type"], reply.read()) == (200, "image/png",
+                                                                                    b"not really a png")
+        assert _Graphite.asked == [("/render?target=a.b&from=-1h", "Basic " + base64.b64encode(b"ops:pw").decode())]
+        graphite.shutdown()
+        graphite.server_close()
+        with pytest.raises(urllib.error.HTTPError) as gone:
+            urllib.request.urlopen(f"http://{nsqadmin.http}/render?target=a.b", timeout=10)
+        assert gone.value.code == 502
+        assert request(nsqadmin.http, "GET", "/api/topics")[0] == 200  # the API is not proxied
+    finally:
+        nsqadmin.stop()
+        graphite.server_close()
