@@ -244,7 +244,8 @@ def test_dead_letters_go_in_mpubs_nsqd_accepts(nsqd_factory: Callable[..., NsqdP
     for body in sent:
         node.publish(topic, body)
     delivered = deliver_and_requeue(node, topic, len(sent))
-    reader = task(tmp_path, node, topic, 100, source_options(node, topic, maxAttempts="1"))
+    # pollTimeout: a task that sees nothing for that long ends its slice; 300 ms was too short on a loaded machine
+    reader = task(tmp_path, node, topic, 100, source_options(node, topic, maxAttempts="1", pollTimeout="2s"))
     trials = Trials(reader.store, topic, node.tcp_address)
     for msg in delivered:  # as tasks that died trying each of them alone would have left them
         trials.start([msg])
