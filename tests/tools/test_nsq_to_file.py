@@ -168,7 +168,7 @@ def test_rotation_by_interval_and_skip_empty_files(shared_nsqd: NsqdProcess, tmp
 
     def written(count: int) -> bool:
         stats = find_channel(shared_nsqd, topic, "nsq_to_file") or {}
-        return stats.get("message_count") == count and stats.get("in_flight_count") == 0
+        return stats.get("message_count") == count and stats.get("depth") == 0 and stats.get("in_flight_count") == 0
 
     published = []
     for i in range(3):
