@@ -6,11 +6,13 @@ notifications apply to them as to any other client: there is one implementation 
 
 from __future__ import annotations
 
+import functools
 import mimetypes
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import falcon
 import jinja2
@@ -51,10 +53,17 @@ def duration(ns: Any) -> str:
     return "".join(parts)
 
 
+@functools.lru_cache(maxsize=4096)
+def path_segment(name: str) -> str:
+    """Jinja's `urlencode` of a string (quoted, `/` kept), remembered: every refresh quotes the same topic and channel
+    names again, and quoting was a quarter of rendering the topics page (bench/bench_nsqadmin.py)."""
+    return quote(name, safe="/")
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(number=number, duration=duration)
+    env.filters.update(number=number, duration=duration, urlencode=path_segment)
     return env
 
 
