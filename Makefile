@@ -11,13 +11,13 @@ PURE_TESTS := tests/unit tests/protocol tests/http
 # stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once
 PARALLEL ?= -n 4 --dist loadfile
 
-.PHONY: run test install lint bench bench-deps browser-deps clean dist
+.PHONY: run test install lint bench bench-deps browser-deps faketime-deps clean dist
 
 run: install
 	mkdir -p data
 	$(BIN)/nsqd --config configs/nsqd.toml
 
-test: install browser-deps
+test: install browser-deps faketime-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q $(PARALLEL)
@@ -56,6 +56,11 @@ bench-deps:
 browser-deps:
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		(apt-get update && apt-get install -y chromium chromium-driver)
+
+# Debian's libfaketime, to run an nsqd whose clock is off the driver's (tests/spark/test_available_now_edges.py);
+# needs root.
+faketime-deps:
+	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || (apt-get update && apt-get install -y libfaketime)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info *__mypyc*.so

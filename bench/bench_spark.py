@@ -12,7 +12,8 @@ Pipeline: the same number of --size-byte JSON events drained by nsq-pipeline's e
 by date/hour) with --available-now. Sink: spark.range(--messages) as --size-byte strings, df.write.format("nsq"),
 then check the topic depth. Live (only with --only live): the events query on its processing-time trigger while --rate
 events/s are published for --duration seconds, with the lag every second. Prints a table; --json prints the
-numbers; --only picks some.
+numbers; --only picks some. Bare (only with --only bare): the source at its defaults against a bare subscription
+(bench_reader.py, one connection at RDY 2500) of the same messages, alternating, after a cold first query.
 
     .venv/bin/python bench/bench_spark.py --messages 200000 --size 200
 """
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -220,14 +222,51 @@ def bench_sink(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str
     return {"rows": a.messages, "seconds": elapsed, "rows_per_s": a.messages / elapsed, "in_nsqd": published}
 
 
+def read_bare(a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
+    """--messages bodies drained by a bare subscription: bench_reader.py in its own process, one connection at
+    RDY 2500 FINing everything (what a plain Python consumer does), timed from its start to its last message."""
+    tcp, http = nodes[0]
+    topic = f"spark_bench_bare_{os.getpid()}_{time.monotonic_ns()}"
+    publish(tcp, topic, [b"x" * a.size] * a.messages)
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, str(Path(__file__).parent / "bench_reader.py"), f"--nsqd-tcp-address={tcp}",
+                          f"--topic={topic}", "--channel=bench", "--procs=1", "--rdy=2500", f"--size={a.size}",
+                          f"--expect={a.messages}", "--runfor=10m", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    seconds = time.perf_counter() - started
+    summary = json.loads(out)
+    return {"rows": summary["msgs"], "seconds": seconds, "rows_per_s": summary["msgs"] / seconds,
+            "rows_per_s_subscribed": summary["msgs_per_s"], "left_in_nsqd": depth(http, topic)}
+
+
+def bench_bare(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
+    """The source at its defaults against a bare subscription of the same messages, alternating --rounds times: first
+    the session's first source query (cold: it starts the Python workers), then warm rounds."""
+    result: dict[str, list[dict]] = {"source, cold": [read_source(spark, a, nodes[:1])], "source": [], "bare": []}
+    for _ in range(a.rounds):
+        result["bare"].append(read_bare(a, nodes))
+        result["source"].append(read_source(spark, a, nodes[:1]))
+    return result
+
+
 BENCHES = {"source": bench_source, "scaling": bench_scaling, "pipeline": bench_pipeline, "live": bench_live,
-           "sink": bench_sink}
+           "sink": bench_sink, "bare": bench_bare}
 
 
 def print_read(label: str, r: dict) -> None:
     print(f"{label + ':':<34} {r['rows']:>8} rows in {r['seconds']:6.1f} s = {r['rows_per_s']:9.0f} rows/s "
           f"({r['batches']} batches; {r['rows_per_s_in_batches']:.0f} rows/s inside batches, "
           f"{r['rows_per_s_after_first']:.0f} after the first; {r['left_in_nsqd']} left in nsqd)")
+
+
+def print_versus_bare(rounds: dict[str, list[dict]]) -> None:
+    for bare, source in zip(rounds["bare"], rounds["source"], strict=True):
+        print(f"bare subscription: {bare['rows']:>8} rows in {bare['seconds']:6.1f} s = {bare['rows_per_s']:9.0f} "
+              f"rows/s ({bare['rows_per_s_subscribed']:.0f} once subscribed); source at defaults "
+              f"{source['rows_per_s']:.0f} rows/s: {source['rows_per_s'] / bare['rows_per_s']:.2f}x")
+    cold, bare_median = rounds["source, cold"][0], statistics.median(r["rows_per_s"] for r in rounds["bare"])
+    print(f"source, cold (the session's first query): {cold['rows_per_s']:.0f} rows/s = "
+          f"{cold['rows_per_s'] / bare_median:.2f}x the bare median")
 
 
 def main() -> None:
@@ -292,6 +331,8 @@ def main() -> None:
     for mode, rounds in result.get("source", {}).items():
         for i, r in enumerate(rounds):
             print_read(f"source, {mode}, round {i + 1}", r)
+    if "bare" in result:
+        print_versus_bare(result["bare"])
     for label, r in result.get("scaling", {}).items():
         print_read(f"scaling, {label}", r)
     if "pipeline" in result:

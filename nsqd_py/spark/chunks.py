@@ -39,19 +39,30 @@ def read_table(fs: pafs.FileSystem, path: str) -> pa.Table:
         return pa.ipc.open_file(source).read_all()
 
 
-def end_metadata(rows: int, counts: dict[str, int]) -> dict[bytes, bytes]:
-    """The end chunk's schema metadata: the rows before it, and the finishing attempt's counts."""
-    return {f"{_END_PREFIX}{key}".encode(): str(value).encode() for key, value in {"rows": rows, **counts}.items()}
+#: the end's record of how many data chunks come before it (what the slice holds, not a count of the attempt's)
+_CHUNKS_KEY = f"{_END_PREFIX}chunks".encode()
+
+
+def end_metadata(chunks: int, rows: int, counts: dict[str, int]) -> dict[bytes, bytes]:
+    """The end chunk's schema metadata: the data chunks and rows before it, and the finishing attempt's counts."""
+    metadata = {f"{_END_PREFIX}{key}".encode(): str(value).encode() for key, value in {"rows": rows, **counts}.items()}
+    return {**metadata, _CHUNKS_KEY: str(chunks).encode()}
 
 
 def end_counts(table: pa.Table) -> dict[str, int]:
-    """What `end_metadata` stored (``rows`` is 0 when missing)."""
+    """The rows and the finishing attempt's counts `end_metadata` stored (``rows`` is 0 when missing)."""
     counts = {"rows": 0}
     for key, value in (table.schema.metadata or {}).items():
         name = key.decode()
-        if name.startswith(_END_PREFIX):
+        if name.startswith(_END_PREFIX) and key != _CHUNKS_KEY:
             counts[name.removeprefix(_END_PREFIX)] = int(value)
     return counts
+
+
+def end_chunks(table: pa.Table) -> int | None:
+    """The data chunks `end_metadata` recorded; None for an end written before the count was recorded."""
+    value = (table.schema.metadata or {}).get(_CHUNKS_KEY)
+    return None if value is None else int(value)
 
 
 def _serialize(table: pa.Table) -> pa.Buffer:
@@ -62,6 +73,10 @@ def _serialize(table: pa.Table) -> pa.Buffer:
 
 
 class ChunkStore(Protocol):
+    #: an offer can be seen before it is durable, so a publish that failed after storing it leaves its durability
+    #: unknown (the directory's fsync follows the link)
+    visible_before_durable: bool
+
     def read(self, directory: str, number: int) -> pa.Table | None: ...
 
     def publish(self, directory: str, number: int, table: pa.Table) -> bool: ...
@@ -72,6 +87,8 @@ class ChunkStore(Protocol):
 
 class LinkedChunks:
     """A local (or NFS) slice: ``<n>.arrow`` files, won by `os.link`."""
+
+    visible_before_durable = True
 
     def __init__(self) -> None:
         self.fs = pafs.LocalFileSystem()
@@ -103,9 +120,8 @@ class LinkedChunks:
             out.flush()
             os.fsync(out.fileno())
         try:
-            os.link(temporary, final)
-        except FileExistsError:
-            return False
+            if not _link(temporary, final):
+                return False
         finally:
             os.unlink(temporary)
         dir_fd = os.open(directory, os.O_RDONLY)
@@ -116,8 +132,22 @@ class LinkedChunks:
         return True
 
 
+def _link(temporary: str, final: str) -> bool:
+    """Hard-link our offer to the chunk's name: False if another offer holds it. Over NFS a LINK whose reply was
+    lost is sent again, and the retry answers EEXIST although the first one linked: the name then holds our own
+    file (the temporary's inode), and the offer won."""
+    try:
+        os.link(temporary, final)
+    except FileExistsError:
+        return os.path.samefile(temporary, final)
+    return True
+
+
 class AgreedChunks:
     """A slice on a filesystem without an exclusive create: chunk ``<n>/`` holds offers and adopt-commit rounds."""
+
+    #: an offer shows only once its write completed, and these stores keep what they show
+    visible_before_durable = False
 
     def __init__(self, fs: pafs.FileSystem) -> None:
         self.fs = fs

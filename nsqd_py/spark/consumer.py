@@ -24,7 +24,7 @@ from ..client.connection import Connection
 from ..client.errors import NSQConnectionError, NSQError, ServerError
 from ..client.peer import PeerLink
 from ..client.protocol import Message, command, id_commands
-from .connect import open_connection
+from .connect import ConnectionConfigError, as_config_error, open_connection
 from .discovery import topic_producers
 from .options import ReadOptions
 
@@ -77,6 +77,8 @@ class Consumer:
         self._per_address = -(-self.max_in_flight // max(1, len(addresses)))
         for address in addresses:
             self._add(address)
+        if isinstance(self._last_error, ConnectionConfigError):  # no retry fixes it: fail the query now
+            raise self._last_error
         if self.opts.connect.nsqd_tcp_addresses and not any(link.conn for link in self._links.values()):
             raise NSQConnectionError(f"could not subscribe on any of {', '.join(sorted(addresses))}: "
                                      f"{self._last_error}")
@@ -269,7 +271,7 @@ class Consumer:
                 conn.close()
                 raise
         except (NSQError, OSError) as err:
-            self._last_error = err
+            self._last_error = as_config_error(err, link.address) or err
             delay = link.retry_later(_MAX_BACKOFF)
             log.warning("cannot subscribe on %s (retrying in %.0fs): %s", link.address, delay, err)
             return

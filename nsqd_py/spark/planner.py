@@ -53,7 +53,10 @@ class ChannelState:
     message_count: int = 0
     #: messages still in the topic's own queue (no channel yet, or a paused topic): every channel gets them
     topic_depth: int = 0
+    #: the channel is paused: nsqd delivers none of its messages
     paused: bool = False
+    #: the topic is paused: its own queue (`topic_depth`) moves into no channel
+    topic_paused: bool = False
     #: nsqd's start_time: after a restart message_count counts from 0 again
     started: int = 0
     http: str = field(default="", compare=False)
@@ -65,7 +68,17 @@ class ChannelState:
     @property
     def readable(self) -> int:
         """What a task can be given now."""
-        return 0 if self.paused else self.depth + self.topic_depth
+        return 0 if self.paused else self.depth + self._moving_in
+
+    @property
+    def deliverable(self) -> int:
+        """What nsqd delivers now or later (in flight elsewhere and deferred come back) unless a pause is lifted."""
+        return 0 if self.paused else self.depth + self.in_flight + self.deferred + self._moving_in
+
+    @property
+    def _moving_in(self) -> int:
+        """The topic's queue, which moves into the channel unless the topic is paused."""
+        return 0 if self.topic_paused else self.topic_depth
 
     @property
     def pending(self) -> int:
@@ -198,13 +211,15 @@ def _channel_state(node: _Node, topic: str, channel: str, stats: dict[str, Any] 
     if stats is None:
         _post(node.http, "/topic/create", timeout, topic)
         stats = {}
+    topic_depth, topic_paused = int(stats.get("depth", 0)), bool(stats.get("paused"))
     for chan in stats.get("channels") or []:
         if chan.get("channel_name") == channel:
             return ChannelState(topic, node.tcp, int(chan["depth"]), int(chan["in_flight_count"]),
                                 int(chan["deferred_count"]), int(chan["requeue_count"]), int(chan["message_count"]),
-                                int(stats.get("depth", 0)), bool(chan.get("paused")), started, node.http)
+                                topic_depth, bool(chan.get("paused")), topic_paused, started, node.http)
     _post(node.http, "/channel/create", timeout, topic, channel)
-    return ChannelState(topic, node.tcp, 0, topic_depth=int(stats.get("depth", 0)), started=started, http=node.http)
+    return ChannelState(topic, node.tcp, 0, topic_depth=topic_depth, topic_paused=topic_paused, started=started,
+                        http=node.http)
 
 
 def _post(http: str, path: str, timeout: tuple[float, float], topic: str, channel: str = "") -> None:
@@ -232,7 +247,7 @@ def skip_backlog(opts: ReadOptions) -> None:
         _, errors = parallel(calls, deadline)
         if errors:
             _unreachable({nsqd: f"nsqd {nsqd}: {err}" for (_, nsqd), err in errors.items()}, opts.fail_on_unreachable)
-        moving = [s for s in states if s.topic_depth and not s.paused]
+        moving = [s for s in states if s.topic_depth and not s.topic_paused]  # a paused topic's queue stays
         if not moving or time.monotonic() >= deadline:
             log.info("startingOffsets=latest: emptied channel %s on %d nsqd channels", opts.channel, len(states))
             return

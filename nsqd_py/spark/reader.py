@@ -23,10 +23,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from .clocks import clock_offsets
+from .down_nodes import DownNodes
 from .options import OptionError, ReadOptions
 from .planner import (
     ChannelState,
     Survey,
+    UnreachableError,
     backlog_before,
     default_partitions,
     plan_slices,
@@ -34,7 +37,8 @@ from .planner import (
     survey,
 )
 from .slice_task import SlicePlan, SliceTask
-from .slices import DataLossError, SliceSpec, SliceStore, resolve_location
+from .slices import LAYOUT, DataLossError, SliceSpec, SliceStore, check_location, resolve_location
+from .starts import STARTS_DIR, StartRecord
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +49,20 @@ _WAIT_INTERVAL = 1.0
 class SlicePartition(InputPartition):
     """One slice of a micro-batch: a description of work, not data."""
 
-    def __init__(self, plan: SlicePlan, cutoff_ns: int | None) -> None:
+    def __init__(self, plan: SlicePlan, cutoff: dict[str, int] | int | None) -> None:
         super().__init__(plan.spec.index)
         self.plan = plan
-        self.cutoff_ns = cutoff_ns
+        #: availableNow's cutoff on the clock of this slice's nsqd (one number for all in offsets of earlier versions)
+        self.cutoff_ns = cutoff[plan.spec.nsqd] if isinstance(cutoff, dict) else cutoff
 
 
-def _offset(query: str, batch: int, slices: list[SliceSpec], cutoff_ns: int | None, location: str,
+def _offset(query: str, batch: int, slices: list[SliceSpec], cutoff_ns: dict[str, int] | None, location: str,
             channel: str) -> dict:
     """The location and the channel are in the offset too: a batch replayed after a restart finds its slices and
-    reads the same channel even if the options or the driver's working directory changed meanwhile."""
+    reads the same channel even if the options or the driver's working directory changed meanwhile; and so is how
+    its slices' directories are named (`LAYOUT`: an offset without it was planned with the names as they are)."""
     return {"query": query, "batch": batch, "slices": [s.encode() for s in slices], "cutoff": cutoff_ns,
-            "location": location, "channel": channel}
+            "location": location, "channel": channel, "layout": LAYOUT}
 
 
 def _check_mode(offset: dict) -> None:
@@ -72,8 +78,10 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         #: resolved where Spark builds the reader, on the driver: the executors get it inside each partition
         self.location = resolve_location(opts.write_ahead_location)
-        #: with trigger(availableNow=True): only messages published up to here (ns since the epoch) are read
-        self.cutoff_ns: int | None = None
+        check_location(self.location)  # a store chunks cannot be published on fails the query here, not per chunk
+        #: with trigger(availableNow=True): only messages published up to here are read (ns since the epoch on each
+        #: nsqd's own clock, by its TCP address)
+        self.cutoff_ns: dict[str, int] | None = None
         #: batches planned since prepareForTriggerAvailableNow (with an endingTimestamp before the start, one of them
         #: reading nothing ends the query)
         self._available_now_batches: set[int] = set()
@@ -81,12 +89,20 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._snapshot: dict[tuple[str, str], ChannelState] | None = None
         #: availableNow ends when the snapshot's messages are gone by /stats' count (False: endingTimestamp before it)
         self._by_count = True
-        self._backlog_skipped = False
+        #: startingOffsets was applied, or found applied by an earlier start
+        self._started = False
         #: rows in the batches committed so far (counted before their slices go)
         self._committed_rows: dict[int, int] = {}
         #: what the tasks of the batches committed so far did (freshChunks, replayedChunks, handedBack, ...)
         self._activity: dict[str, int] = {}
         self._last_plan: tuple[dict, dict] | None = None
+        #: the last batch committed (counted once), and the last one whose ends the planning examined
+        self._last_committed = self._examined = 0
+        self._ends_cache: tuple[int, dict[str, dict[str, int]]] | None = None
+        #: nsqd that the executors could not connect to
+        self._down = DownNodes()
+        #: writeAheadLocation changed since the batch the query restarted from (warned once)
+        self._moved = False
         self._last_batch_at = time.monotonic()
         self._survey = Survey([], [])
 
@@ -94,7 +110,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         start = _offset(uuid.uuid4().hex, 0, [], None, self.location, self.opts.channel)
-        self._skip_backlog()
+        self._apply_starting_offsets()
         return start
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -102,22 +118,38 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadAllAvailable()
         return ReadMaxRows(self.opts.max_offsets_per_trigger)
 
-    def _skip_backlog(self) -> None:
-        """startingOffsets=latest, once: Spark calls initialOffset on every trigger until it plans the first batch,
-        and again to run it."""
-        if not self._backlog_skipped:
+    def _apply_starting_offsets(self) -> None:
+        """startingOffsets, once per channel and topics in this write-ahead location (starts.py): Spark calls
+        initialOffset on every trigger until it plans the first batch, again to run it, and again after a restart
+        before the first batch committed. Only the first start empties the channel (latest)."""
+        if self._started:
+            return
+        store = SliceStore(self.location, STARTS_DIR)
+        record = StartRecord(store.fs, store.root, self.opts)
+        first = record.read()
+        if first is None:
+            record.write(self.opts.starting_offsets)
             skip_backlog(self.opts)
-            self._backlog_skipped = True
+        else:
+            log.info("the reads of channel %s began at %s (startingOffsets=%s, recorded in %s): continuing where the "
+                     "channel is, whatever startingOffsets says now", self.opts.channel, first.get("startedAt"),
+                     first.get("startingOffsets"), record.path)
+        self._started = True
 
     def prepareForTriggerAvailableNow(self) -> None:
         """The snapshot first, the cutoff right after it: every message counted in the snapshot is then older than the
         cutoff, so what availableNow waits for can be read (one published in between may be read, and counts as
-        newer). An nsqd or lookupd that cannot be asked fails it: it could not know what it has to read."""
-        self._snapshot = {s.key: s for s in survey(self.opts, strict=True).states}
+        newer). Each nsqd gets the cutoff on its own clock, which stamps the messages: the latest time its clock
+        may have read at the cutoff (clocks.py), so that no message from before it looks newer. An nsqd or lookupd
+        that cannot be asked fails it: it could not know what it has to read."""
+        snapshot = survey(self.opts, strict=True).states
         now = time.time_ns()
         ending = self.opts.ending_timestamp_ns
-        self.cutoff_ns = now if ending is None else min(ending, now)
-        self._by_count = self.cutoff_ns == now
+        cutoff = now if ending is None else min(ending, now)
+        self._by_count = cutoff == now
+        self._snapshot = {s.key: s for s in snapshot}
+        offsets = clock_offsets({s.nsqd: s.http for s in snapshot}, self.opts.connect.connect_timeout)
+        self.cutoff_ns = {nsqd: cutoff + offset.high for nsqd, offset in offsets.items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         _check_mode(start)
@@ -125,7 +157,8 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._last_plan[1]
         store = SliceStore(start.get("location", self.location), start["query"])
         batch = int(start["batch"])
-        states = self._channels_to_read(store, batch)
+        self._executors_reached(store, start)
+        states = [s for s in self._channels_to_read(store, batch) if self._down.may_plan(s.nsqd)]
         available = sum(s.readable for s in states)
         if available == 0 or self._waits_for_more(available):
             return start
@@ -133,16 +166,52 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         partitions = self.opts.min_partitions or default_partitions()
         slices = plan_slices(states, max_rows, self.opts.max_bytes_per_trigger, partitions, batch + 1)
         end = _offset(start["query"], batch + 1, slices, self.cutoff_ns, self.location, self.opts.channel)
-        store.plan(batch + 1, [s.name for s in slices])  # before Spark logs the offset
+        self._planning_store(store, start).plan(batch + 1, [s.name for s in slices])  # before Spark logs the offset
         if self.cutoff_ns is not None:
             self._available_now_batches.add(batch + 1)
         self._last_plan = (start, end)
         self._last_batch_at = time.monotonic()
         return end
 
+    def _planning_store(self, previous: SliceStore, start: dict) -> SliceStore:
+        """Where the next batch goes: the location of the options now. A batch planned before writeAheadLocation
+        (or the working directory of a relative one) changed stays where its offset says, and is replayed and
+        retired there; every new batch lives wholly in the new location."""
+        if previous.location == self.location:
+            return previous
+        if not self._moved:
+            log.warning("writeAheadLocation changed from %r to %r: batches from %d on go to the new location; "
+                        "%s/%s can be removed once batch %d has committed", previous.location, self.location,
+                        int(start["batch"]) + 1, previous.location, start["query"], int(start["batch"]))
+            self._moved = True
+        return SliceStore(self.location, start["query"])
+
+    def _executors_reached(self, store: SliceStore, start: dict) -> None:
+        """Learn from the batch that just ran which nsqd its tasks could not connect to (the driver's /stats survey
+        may still reach them: a firewall, a TCP port down): they are planned again only after a growing pause, and
+        the progress lists them. availableNow fails: it could not read what it promised."""
+        batch = int(start["batch"])
+        if batch <= self._examined or not start["slices"]:
+            return
+        self._examined = batch
+        ends = self._ends(store, batch)
+        for spec in (SliceSpec.decode(raw, start.get("layout", 1)) for raw in start["slices"]):
+            counts = ends.get(spec.name)
+            if counts is not None:
+                self._down.report(spec.nsqd, bool(counts.get("unreachableSlices")))
+        if self.cutoff_ns is not None and self._down.nodes:
+            raise UnreachableError(f"trigger(availableNow=True) cannot read what it surveyed: executors could not "
+                                   f"connect to nsqd {', '.join(sorted(self._down.nodes))} (see the executors' logs)")
+
+    def _ends(self, store: SliceStore, batch: int) -> dict[str, dict[str, int]]:
+        """The ends of ``batch``'s finished slices, read once for the planning and the commit that follows it."""
+        if self._ends_cache is None or self._ends_cache[0] != batch:
+            self._ends_cache = (batch, store.slice_ends(batch))
+        return self._ends_cache[1]
+
     def _channels_to_read(self, store: SliceStore, batch: int) -> list[ChannelState]:
-        """Every channel; with availableNow those that still hold messages from before its cutoff, waiting while all
-        of those are in flight or deferred (they come back), and none when it is done."""
+        """Every channel; with availableNow those that still hold messages from before its cutoff that nsqd can
+        deliver, waiting while all of those are in flight or deferred (they come back), and none when it is done."""
         if self.cutoff_ns is None:
             if self.opts.ending_timestamp_ns is not None:
                 raise OptionError("option 'endingTimestamp' applies to trigger(availableNow=True) only")
@@ -151,12 +220,13 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         while True:
             self._survey = survey(self.opts, strict=True)
             if self._available_now_finished(store, batch):
+                self._warn_left_paused()
                 return []
-            states = [s for s in self._survey.states if self._before_cutoff(s) > 0]
+            states = [s for s in self._survey.states if self._deliverable_before_cutoff(s) > 0]
             if any(s.readable for s in states) or not self._by_count:
                 return states
             log.info("availableNow waits for %d messages from before its start, in flight or deferred",
-                     sum(self._before_cutoff(s) for s in states))
+                     sum(self._deliverable_before_cutoff(s) for s in states))
             time.sleep(_WAIT_INTERVAL)
 
     def _before_cutoff(self, state: ChannelState) -> int:
@@ -167,12 +237,24 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return 0
         return backlog_before(snapshot, state) if self._by_count else state.pending
 
+    def _deliverable_before_cutoff(self, state: ChannelState) -> int:
+        """Of those, at most how many nsqd can deliver while its pauses last: what a paused topic's queue or a paused
+        channel holds is left for a later run, not waited for."""
+        return min(self._before_cutoff(state), state.deliverable)
+
+    def _warn_left_paused(self) -> None:
+        left = {s.key: self._before_cutoff(s) for s in self._survey.states if s.paused or s.topic_paused}
+        if any(left.values()):
+            log.warning("availableNow ends with up to %d messages from before its start in paused topics or channels "
+                        "(%s): a later run reads them once they are resumed", sum(left.values()),
+                        ", ".join(f"{topic} on {nsqd}" for (topic, nsqd), count in sorted(left.items()) if count))
+
     def _available_now_finished(self, store: SliceStore, batch: int) -> bool:
-        """availableNow is done when no channel holds messages from before its cutoff, as /stats counts them. With an
-        endingTimestamp before the start the count cannot tell the messages to read from those to skip: then a batch
-        of this run that read nothing ends it."""
+        """availableNow is done when no channel holds messages from before its cutoff, as /stats counts them, that
+        nsqd can deliver while its pauses last. With an endingTimestamp before the start the count cannot tell the
+        messages to read from those to skip: then a batch of this run that read nothing ends it."""
         if self._by_count:
-            return not any(self._before_cutoff(s) for s in self._survey.states)
+            return not any(self._deliverable_before_cutoff(s) for s in self._survey.states)
         if batch not in self._available_now_batches:
             return False
         rows = self._committed_rows.get(batch)
@@ -189,13 +271,15 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """What the query progress shows as the source's latestOffset: the lag, per topic and nsqd, the nodes that
         did not answer the last survey, and with availableNow what it still has to read."""
         states = self._survey.states
-        if not states and not self._survey.unreachable:
+        if not states and not self._survey.unreachable and not self._down.nodes:
             return None
         topics: dict[str, dict[str, dict[str, int]]] = {}
         for state in states:
             topics.setdefault(state.topic, {})[state.nsqd] = state.progress()
         report: dict = {"depth": sum(s.depth for s in states), "inFlight": sum(s.in_flight for s in states),
                         "topics": topics, "unreachable": self._survey.unreachable, **self._activity}
+        if self._down.nodes:
+            report["unreachableFromExecutors"] = self._down.progress()
         if self._snapshot is not None:
             report["beforeCutoff"] = sum(self._before_cutoff(s) for s in states)
         return report
@@ -207,7 +291,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         cutoff, location = end.get("cutoff"), end.get("location", self.location)
         channel = end.get("channel", self.opts.channel)
-        specs = [SliceSpec.decode(raw) for raw in end["slices"]]
+        specs = [SliceSpec.decode(raw, end.get("layout", 1)) for raw in end["slices"]]
         store = SliceStore(location, end["query"])
         if not store.is_planned(batch):
             self._lost(store, batch, [spec.name for spec in specs])
@@ -230,7 +314,10 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batch = int(end["batch"])
         if not end["slices"]:  # the initial offset, and batches Spark did not run, were never planned
             return
-        ends = store.slice_ends(batch)
+        if batch <= self._last_committed:  # a stateful query's no-data batch commits the same offset again
+            return
+        self._last_committed = batch
+        ends = self._ends(store, batch)
         if batch in self._available_now_batches:
             self._committed_rows[batch] = sum(counts["rows"] for counts in ends.values())
         for counts in ends.values():

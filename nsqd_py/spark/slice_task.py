@@ -20,9 +20,9 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,18 +30,29 @@ import pyarrow.compute as pc
 from ..client.connection import Connection, Frame
 from ..client.errors import NSQConnectionError, NSQError, ServerError
 from ..client.protocol import CLOSE_WAIT, Message, Response, command, id_commands
-from .connect import open_connection
+from .chunks import end_chunks, end_counts
+from .connect import as_config_error, open_connection
 from .dead_letter import DeadLetter, DeadLetterError, DeadLetterProducer
 from .options import ReadOptions
 from .schema import ARROW_SCHEMA, message_table
-from .slices import SliceSpec, SliceStore
-from .trials import Trial, Trials, forget
+from .slices import DataLossError, SliceSpec, SliceStore
+from .trials import Trial, Trials, explained
 
 log = logging.getLogger(__name__)
 
 
 class BatchClosedError(RuntimeError):
     """This attempt outlived its batch: Spark committed the batch with another attempt's rows."""
+
+
+class UnsettledChunkError(OSError):
+    """A publish failed, and whether a durable chunk holds its messages cannot be told: they were handed back."""
+
+
+_T = TypeVar("_T")
+#: the pauses between questions to a write-ahead location that fails after a publish that may have stored its offer
+#: (about half a minute in all: S3 throttling, a NameNode failover), while the keeper TOUCHes the messages in hand
+_SETTLE_PAUSES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0)
 
 _DEFAULT_MAX_RDY = 2500
 #: nsqd's defaults, for an nsqd whose IDENTIFY answer leaves them out
@@ -91,8 +102,10 @@ class Subscription:
         #: the suspects in hand are being tried (trials.py)
         self.trial: Trial | None = None
         self.handed_back = self.dead_lettered = self.fin_failed = self.finished = 0
-        #: guards the connection's reads, `pending`, `held` and `in_hand` against the keeper
+        #: guards `pending`, `held` and `in_hand` against the keeper
         self._lock = threading.Lock()
+        #: held by whoever reads the socket: the task while it waits for messages, else the keeper
+        self._read_lock = threading.Lock()
         self._stop = threading.Event()
         self._keeper: threading.Thread | None = None
         #: seconds between the keeper's rounds, and the most a message not in hand is held
@@ -106,9 +119,12 @@ class Subscription:
         conn = open_connection(self.plan.spec.nsqd, self.opts.connect)
         try:
             conn.sub(self.plan.spec.topic, self.plan.channel)
-        except BaseException:
+        except BaseException as err:
             conn.close()
-            raise
+            refusal = as_config_error(err, self.plan.spec.nsqd)
+            if refusal is None or refusal is err:
+                raise
+            raise refusal from err
         self.conn = conn
         self.max_rdy = max(1, int(conn.negotiated.get("max_rdy_count", _DEFAULT_MAX_RDY)))
         self._start_keeper(conn.negotiated)
@@ -129,11 +145,11 @@ class Subscription:
         size = 0
         stop_at = time.monotonic() + self._max_hold / 2
         while len(taken) < limit and size < max_bytes and time.monotonic() < stop_at:
+            if not self.pending:
+                self._receive(conn)
             with self._lock:
                 if not self.pending:
-                    self._receive(conn)
-                    if not self.pending:
-                        return taken, True
+                    return taken, True
                 size = self._hand_out(taken, limit, max_bytes, size)
         return taken, False
 
@@ -149,8 +165,18 @@ class Subscription:
         return size
 
     def _receive(self, conn: Connection) -> None:
-        frame = conn.read_frame(self.opts.poll_timeout)
-        self._absorb([] if frame is None else [frame, *conn.read_frames()])
+        """Wait up to pollTimeout for a message. The wait holds the socket's reads only, never the lock the keeper
+        needs to TOUCH the messages in hand: with pollTimeout at or above msg_timeout they would time out meanwhile
+        and come again. Frames that are not messages (an E_FIN_FAILED) do not end the wait."""
+        deadline = time.monotonic() + self.opts.poll_timeout
+        with self._read_lock:
+            while not self.pending:
+                frame = conn.read_frame(max(0.0, deadline - time.monotonic()))
+                if frame is None:
+                    return
+                frames = [frame, *conn.read_frames()]
+                with self._lock:
+                    self._absorb(frames)
 
     def _absorb(self, frames: list[Frame]) -> None:
         for item in frames:
@@ -238,8 +264,8 @@ class Subscription:
                 f"nsqd delivers them again)") from err
         finally:
             producer.close()
-        log.warning("%d messages of %s on %s failed their trial alone (a task died holding just each of them): moved "
-                    "to %s", len(messages), spec.topic, spec.nsqd, topic)
+        log.warning("%d messages of %s on %s failed two trials, one alone (tasks died holding them): moved to %s",
+                    len(messages), spec.topic, spec.nsqd, topic)
 
     def _fin_dead(self, messages: list[Message]) -> None:
         ids = {m.id for m in messages}
@@ -253,8 +279,8 @@ class Subscription:
     # -- the keeper -------------------------------------------------------------------------------------------
 
     def _start_keeper(self, negotiated: dict[str, Any]) -> None:
-        """Rounds often enough that a message is TOUCHed well within msg_timeout (a round may wait pollTimeout for a
-        take) and a heartbeat is answered within nsqd's two heartbeat intervals."""
+        """Rounds often enough that a message is TOUCHed well within msg_timeout and a heartbeat is answered within
+        nsqd's two heartbeat intervals (a task waiting for messages holds the lock only to store what it read)."""
         msg_timeout = negotiated.get("msg_timeout", _DEFAULT_MSG_TIMEOUT_MS) / 1000
         heartbeat = self.opts.connect.heartbeat_interval
         heartbeat_s = _DEFAULT_HEARTBEAT_S if heartbeat is None else heartbeat / 1000 if heartbeat > 0 else math.inf
@@ -278,8 +304,12 @@ class Subscription:
                     return
 
     def _keep_round(self, conn: Connection) -> None:
-        while frames := conn.read_frames():
-            self._absorb(frames)
+        if self._read_lock.acquire(blocking=False):  # else the task is reading, and answers heartbeats itself
+            try:
+                while frames := conn.read_frames():
+                    self._absorb(frames)
+            finally:
+                self._read_lock.release()
         self._hand_back_old(conn)
         held = [m.id for m in (*self.in_hand, *self.pending, *self.held)]
         if held:
@@ -358,18 +388,29 @@ class SliceTask:
         self.bytes = 0
         #: chunks this attempt published from nsqd, and chunks it read from the write-ahead location
         self.fresh_chunks = self.replayed_chunks = 0
+        #: 1 when this attempt's nsqd could not be reached (its slice ended early)
+        self.unreachable = 0
 
     def run(self) -> Iterator[pa.RecordBatch]:
         self.store.check_planned(self.plan.batch)
         number = 0
+        # chunks are won in order: every number below the last one the slice has now must be there to read
+        numbers = self.slice.numbers()
+        last = numbers[-1] if numbers else -1
+        lost = False
         try:
             while True:
                 table = self.slice.read(number)
                 if table is None:
+                    if number < last:
+                        lost = True
+                        self._data_lost(f"chunk {number} is gone while chunk {last} is there", f"chunk {number}")
                     table = self._next_chunk(number)
                 elif table.num_rows:
                     self.replayed_chunks += 1
                 if table.num_rows == 0:
+                    if not lost:
+                        self._check_end(number, table)
                     return
                 self.rows += table.num_rows
                 self.bytes += _body_bytes(table)
@@ -377,6 +418,25 @@ class SliceTask:
                 number += 1
         finally:
             self.subscription.close()
+
+    def _check_end(self, number: int, end: pa.Table) -> None:
+        """The end records what the slice holds: fewer chunks or other rows than it says is data lost too."""
+        chunks, rows = end_chunks(end), end_counts(end)["rows"]
+        if (chunks is not None and chunks != number) or rows != self.rows:
+            self._data_lost(f"its end records {chunks} chunks and {rows} rows, but {number} chunks and {self.rows} "
+                            f"rows were there", "")
+
+    def _data_lost(self, what: str, afresh: str) -> None:
+        """Chunks FINed long ago are gone from the slice: failOnDataLoss fails the task; otherwise a warning, and
+        ``afresh`` (a lost chunk number) is read from nsqd again."""
+        spec = self.plan.spec
+        where = (f"slice {self.slice.directory} (batch {self.plan.batch}, topic {spec.topic!r}, nsqd {spec.nsqd}) "
+                 f"lost data in the nsq source's write-ahead location: {what}")
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(f"{where}. Those rows were FINed and cannot be replayed: restore the location, or set "
+                                f"failOnDataLoss=false to go on without them (the batch's rows will differ)")
+        log.warning("%s (failOnDataLoss=false: %s); the batch's rows differ from its first run", where,
+                    f"reading {afresh} afresh from nsqd" if afresh else "going on")
 
     def _remaining(self) -> tuple[int, int]:
         rows = self.plan.spec.quota - self.rows
@@ -396,7 +456,10 @@ class SliceTask:
             return self._published(number)
         spec = self.plan.spec
         table = message_table(messages, spec.topic, self.plan.channel, [spec.nsqd] * len(messages))
-        won = self.slice.publish(number, table)
+        try:
+            won = self.slice.publish(number, table)
+        except OSError as err:
+            won = self._settle_failed_offer(number, table, messages, err)
         self._check_open(messages)
         self.fresh_chunks += won
         if not won:
@@ -408,10 +471,55 @@ class SliceTask:
         self.subscription.settle(messages, 0 if self.done_reading else min(rows_after, self.subscription.max_rdy))
         return table
 
+    def _settle_failed_offer(self, number: int, table: pa.Table, messages: list[Message], err: OSError) -> bool:
+        """Whether this attempt won chunk ``number`` although its publish failed with ``err``. The error may come
+        after the offer was stored (a reply lost after the write, a failover mid-agreement, the directory's fsync
+        after the link); failing with the messages in hand would let the retry adopt that offer while nsqd delivers
+        them again. So the slice is asked who won (on object stores the question takes part in deciding): another
+        attempt's chunk, False; this attempt's, durable, True. No offer, or one whose durability is unknown (a failed
+        fsync that a later one cannot vouch for): the messages go back to nsqd and the task fails."""
+        chunk = f"chunk {number} of {self.slice.directory}"
+        log.warning("publishing %s failed, asking who won it: %s", chunk, err)
+        winner = self._ask_location(lambda: self.slice.read(number), messages,
+                                    f"whether {chunk} holds this attempt's {len(messages)} messages")
+        if winner is None:
+            self.subscription.requeue(messages)
+            raise UnsettledChunkError(f"could not publish {chunk}: {err}; nothing was stored, so its {len(messages)} "
+                                      f"messages were handed back to nsqd") from err
+        if not winner.column("id").equals(table.column("id")):
+            return False
+        if self.store.chunks.visible_before_durable:
+            self.subscription.requeue(messages)
+            raise UnsettledChunkError(
+                f"{chunk} holds this attempt's {len(messages)} messages, but making it durable failed: {err}. Whether "
+                f"it survives a crash is unknown, so they were handed back to nsqd rather than FINed: they are read "
+                f"again (twice if the chunk survives), never lost") from err
+        log.warning("%s holds this attempt's %d messages despite the error: FINing them", chunk, len(messages))
+        return True
+
+    def _ask_location(self, ask: Callable[[], _T], held: list[Message], what: str) -> _T:
+        """``ask`` the write-ahead location, again after each pause of `_SETTLE_PAUSES` while it fails (the keeper
+        TOUCHes ``held`` meanwhile); when it still fails, ``held`` goes back to nsqd and the task fails."""
+        pauses = iter(_SETTLE_PAUSES)
+        while True:
+            try:
+                return ask()
+            except OSError as err:
+                pause = next(pauses, None)
+                if pause is None:
+                    self.subscription.requeue(held)
+                    raise UnsettledChunkError(
+                        f"could not tell {what}: the write-ahead location failed {len(_SETTLE_PAUSES) + 1} times, "
+                        f"last {err}. The {len(held)} messages were handed back to nsqd rather than FINed: they are "
+                        f"read again (twice if a published chunk holds them), never lost") from err
+                log.warning("could not tell %s, asking again in %gs: %s", what, pause, err)
+                time.sleep(pause)
+
     def _check_open(self, held: list[Message]) -> None:
         """An attempt still running after its batch was committed (a speculative copy, an executor Spark gave up on)
         must not FIN: no committed batch would hold those rows. It hands them back and stops."""
-        if self.store.is_open(self.plan.batch):
+        batch = self.plan.batch
+        if self._ask_location(lambda: self.store.is_open(batch), held, f"whether batch {batch} is still open"):
             return
         self.subscription.requeue(held)
         raise BatchClosedError(f"batch {self.plan.batch} was committed or removed while this attempt of slice "
@@ -438,15 +546,16 @@ class SliceTask:
                 return messages
 
     def _suspects_apart(self, messages: list[Message]) -> list[Message]:
-        """Dead-letter the suspects whose trial alone stayed, and return the next trial on its own (the other
-        messages wait in front of the next take), or the messages left when there is none."""
+        """Dead-letter the suspects that two trials which stayed held (one with them alone), and return the next
+        trial on its own (the other messages wait in front of the next take), or the messages left when there is
+        none."""
         trials = Trials(self.store, self.plan.spec.topic, self.plan.spec.nsqd)
         try:
             failed = trials.failed()
             verdicts = trials.judge([m for m in messages if m.attempts > self.opts.max_attempts], failed)
             if verdicts.dead:
                 self.subscription.dead_letter(verdicts.dead)
-                forget(frozenset(m.id for m in verdicts.dead), failed)
+                failed = explained(frozenset(m.id for m in verdicts.dead), failed)
             tried = verdicts.next_trial()
             if tried:
                 trial_ids = {m.id for m in tried}
@@ -459,20 +568,29 @@ class SliceTask:
 
     def _unreachable(self, err: Exception) -> list[Message]:
         """nsqd went away mid-slice: what it delivered unpublished comes back after msg_timeout. The slice ends here
-        unless failOnUnreachable asks to fail the task."""
+        (its end tells the driver, which backs off from that nsqd) unless failOnUnreachable asks to fail the task.
+        A connection that cannot work as configured (TLS, AUTH, a refused name) fails the task whatever the
+        options: skipping it would read nothing, forever."""
         self.subscription.close()
         nsqd = self.plan.spec.nsqd
+        refusal = as_config_error(err, nsqd)
+        if refusal is err:  # no retry or wait fixes it: fail the task, and so the query, naming the cause
+            raise err
+        if refusal is not None:
+            raise refusal from err
         if self.opts.fail_on_unreachable:
             raise NSQConnectionError(f"nsqd {nsqd} cannot be reached (failOnUnreachable): {err}") from err
         log.warning("nsqd %s cannot be reached; slice %s ends with %d rows: %s", nsqd, self.slice.directory,
                     self.rows, err)
+        self.unreachable = 1
         self.done_reading = True
         return []
 
     def counts(self) -> dict[str, int]:
         """What this attempt did, as the query progress reports it (the end of the slice records it)."""
         return {"freshChunks": self.fresh_chunks, "replayedChunks": self.replayed_chunks,
-                "handedBack": self.handed_back, "deadLettered": self.dead_lettered, "finFailed": self.fin_failed}
+                "handedBack": self.handed_back, "deadLettered": self.dead_lettered, "finFailed": self.fin_failed,
+                "unreachableSlices": self.unreachable}
 
     @property
     def handed_back(self) -> int:

@@ -10,6 +10,8 @@ a speculative copy, an attempt on an executor Spark has already given up on.
     LOCATION/<query>/<batch>/_committed         written when Spark commits the batch
     LOCATION/<query>/<batch>/<topic>/<host_port>-<index>/...   the slice (created with _planned)
 
+The topic and the nsqd's address are encoded (`path_component`), so that every slice has a directory of its own.
+
 How a chunk number is won depends on the storage (chunks.py): on a local or NFS path `os.link` is exclusive; on
 other filesystems (`hdfs://`, `s3://`, ... through pyarrow.fs, whose moves replace their target) each attempt writes
 files of its own and the attempts agree on one of them (agreement.py). Tasks never create a batch's directories, and
@@ -25,7 +27,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from . import storage
 from .chunks import AgreedChunks, ChunkStore, LinkedChunks, end_counts, end_metadata
+from .storage import resolve_location as resolve_location  # re-exported: the reader resolves its location here
 
 #: the driver's marker in a query's directory; executors that cannot see it are not on shared storage
 QUERY_MARKER = "_query"
@@ -41,44 +45,62 @@ class DataLossError(RuntimeError):
     """A batch's slices are gone from the write-ahead location (failOnDataLoss)."""
 
 
-def resolve_location(location: str) -> str:
-    """An absolute location, as the executors must see it: relative paths are taken from the driver's cwd."""
-    if "://" in location:
-        return location
-    return os.path.abspath(os.path.expanduser(location))
-
-
 def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    if "://" not in location:
-        return pafs.LocalFileSystem(), location
-    return pafs.FileSystem.from_uri(location)
+    """The filesystem of a location and its path there (storage.py maps the URIs users type); tests replace it."""
+    return storage.filesystem(location)
+
+
+def check_location(location: str) -> None:
+    """Refuse, when the query starts, a location on which chunks cannot be published (storage.check_location)."""
+    storage.check_location(location, _filesystem)
+
+
+#: how slice directories are named: batches planned now record it in their offset; those planned before it was
+#: recorded (layout 1) used topics and addresses as they are, and a replay of one keeps that
+LAYOUT = 2
+_KEPT_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def path_component(name: str) -> str:
+    """``name`` (a topic, an nsqd address) as one path component that no other name shares, on every storage the
+    location may be on: lowercase letters, digits, ``_`` and ``-`` stay, and every other byte (uppercase, ``.``,
+    ``:``, ``#``, ...) becomes ``~`` and two hex digits, as does a leading ``_``. So ``.`` and ``..`` are never a
+    component, ``Clicks`` and ``clicks`` differ on a case-insensitive filesystem too, no topic meets a batch's
+    ``_planned`` or ``_committed``, and neither ``%`` (Hadoop's URI escape) nor ``+`` (a space to some S3 tools) is
+    used."""
+    return "".join(chr(byte) if byte in _KEPT_BYTES and not (i == 0 and byte == ord("_")) else f"~{byte:02x}"
+                   for i, byte in enumerate(name.encode()))
 
 
 @dataclass(frozen=True)
 class SliceSpec:
     """One partition of a micro-batch: ``quota`` rows (and ``byte_quota`` body bytes, 0 = any) of ``topic`` from
-    ``nsqd``. The driver plans it, the batch's offset keeps it (`encode`), and a task reads it; the one description
-    of a slice from planning to reading."""
+    ``nsqd``. The driver plans it, the batch's offset keeps it (`encode`, and the offset's ``layout``), and a task
+    reads it; the one description of a slice from planning to reading."""
 
     topic: str
     nsqd: str
     index: int
     quota: int
     byte_quota: int = 0
+    #: the `LAYOUT` of the batch's offset
+    layout: int = LAYOUT
 
     @property
     def name(self) -> str:
         """The slice's directory below its batch's."""
-        host_port = self.nsqd.replace(":", "_").replace("/", "_").replace("[", "").replace("]", "")
-        return f"{self.topic}/{host_port}-{self.index}"
+        if self.layout < 2:
+            host_port = self.nsqd.replace(":", "_").replace("/", "_").replace("[", "").replace("]", "")
+            return f"{self.topic}/{host_port}-{self.index}"
+        return f"{path_component(self.topic)}/{path_component(self.nsqd)}-{self.index}"
 
     def encode(self) -> list[str | int]:
         return [self.topic, self.nsqd, self.index, self.quota, self.byte_quota]
 
     @classmethod
-    def decode(cls, raw: list) -> SliceSpec:
+    def decode(cls, raw: list, layout: int = LAYOUT) -> SliceSpec:
         topic, nsqd, index, quota, byte_quota = raw
-        return cls(str(topic), str(nsqd), int(index), int(quota), int(byte_quota))
+        return cls(str(topic), str(nsqd), int(index), int(quota), int(byte_quota), int(layout))
 
 
 class SliceStore:
@@ -205,13 +227,18 @@ class Slice:
         return self.chunks.publish(self.directory, number, table)
 
     def finish(self, number: int, schema: pa.Schema, rows: int, counts: dict[str, int]) -> bool:
-        """Offer the end as chunk ``number`` (``rows`` rows before it, and what the attempt counted); False if
-        another chunk won that number."""
-        return self.publish(number, pa.Table.from_batches([], schema.with_metadata(end_metadata(rows, counts))))
+        """Offer the end as chunk ``number`` (``number`` data chunks and ``rows`` rows before it, and what the
+        attempt counted); False if another chunk won that number."""
+        metadata = end_metadata(number, rows, counts)
+        return self.publish(number, pa.Table.from_batches([], schema.with_metadata(metadata)))
+
+    def numbers(self) -> list[int]:
+        """The chunk numbers offered so far, in order."""
+        return self.chunks.numbers(self.directory)
 
     def end_counts(self) -> dict[str, int] | None:
         """The rows of the slice and the finishing attempt's counts if it has its end, else None."""
-        numbers = self.chunks.numbers(self.directory)
+        numbers = self.numbers()
         table = self.read(numbers[-1]) if numbers else None
         return end_counts(table) if table is not None and table.num_rows == 0 else None
 

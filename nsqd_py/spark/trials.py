@@ -7,11 +7,19 @@ so nothing downstream (a UDF, a sink) ever makes nsqd deliver a message again. W
 a task that dies (out of memory, a crash) while it holds the message before publishing it.
 
 So a message delivered more than maxAttempts times is only a *suspect*. A task that takes suspects tries them
-apart: it writes down which ones (a trial, `LOCATION/<query>/_trials/<topic>/<uuid>.json`), publishes them as a
-chunk of their own, and removes the trial when their FIN is sent, when it hands them back, or when it fails in any
-way it survives (a storage error, a lost connection, a batch that closed). A trial that stays therefore means the
-task died holding just those messages: a trial's messages are tried again one at a time, and a message whose trial
-alone stayed is a dead letter.
+apart: it writes down which ones (a trial, `LOCATION/<query>/_trials/<topic>/<uuid>.json`, the topic encoded as in
+slice paths), publishes them as a chunk of their own, and removes the trial when their FIN is sent, when it hands
+them back, or when it fails in any way it survives (a storage error, a lost connection, a batch that closed). A
+trial that stays therefore means the task died holding just those messages: a trial's messages are tried again one
+at a time.
+
+A task can also die because Spark ends it: a speculative copy that lost, a cancelled stage, `query.stop()`. Spark
+then has the worker killed (SIGKILL, spark.python.task.killTimeout after the task's cancellation, plus up to two
+seconds), and before that nothing reaches the Python worker: no signal, no closed socket, no exception. Measured
+with Spark 4 in local mode; PySpark's daemon kills the worker on the JVM's request. So no task can tell its
+trial was cut short by Spark, and a trial that stayed proves nothing alone: a message is a dead letter only when
+two trials holding it stayed, one of them with it alone. A dead letter explains the trials that listed it, which
+then count against none of their other messages.
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ from dataclasses import dataclass, field
 import pyarrow.fs as pafs
 
 from ..client.protocol import Message
-from .slices import SliceStore
+from .slices import SliceStore, path_component
 
 _TRIALS = "_trials"
+#: trials that stayed holding a message before it is a dead letter (one of them with it alone)
+_DEATHS = 2
 
 
 @dataclass
@@ -58,9 +68,9 @@ class Trial:
 class Verdicts:
     """A take's suspects, judged by the trials that stayed."""
 
-    #: their trial alone stayed: dead letters
+    #: two trials holding them stayed, one with them alone: dead letters
     dead: list[Message]
-    #: tried in a group that stayed: to be tried one at a time
+    #: in a trial that stayed, not yet convicted: to be tried one at a time
     alone: list[Message]
     #: never tried: to be tried together
     untried: list[Message]
@@ -76,7 +86,7 @@ class Trials:
 
     def __init__(self, store: SliceStore, topic: str, nsqd: str) -> None:
         self.fs = store.fs
-        self.directory = f"{store.root}/{_TRIALS}/{topic}"
+        self.directory = f"{store.root}/{_TRIALS}/{path_component(topic)}"
         self.nsqd = nsqd
 
     def failed(self) -> list[Trial]:
@@ -92,13 +102,18 @@ class Trials:
         return trials
 
     def judge(self, suspects: list[Message], failed: list[Trial]) -> Verdicts:
-        sizes: dict[bytes, int] = {}
+        """A suspect is dead when it died twice, once alone: one trial that stayed may be Spark's kill."""
+        deaths: dict[bytes, int] = {}
+        alone: set[bytes] = set()
         for trial in failed:
             for msg_id in trial.ids:
-                sizes[msg_id] = min(sizes.get(msg_id, trial.size), trial.size)
-        return Verdicts(dead=[m for m in suspects if sizes.get(m.id) == 1],
-                        alone=[m for m in suspects if sizes.get(m.id, 1) > 1],
-                        untried=[m for m in suspects if m.id not in sizes])
+                deaths[msg_id] = deaths.get(msg_id, 0) + 1
+                if trial.size == 1:
+                    alone.add(msg_id)
+        dead = {msg_id for msg_id, count in deaths.items() if count >= _DEATHS and msg_id in alone}
+        return Verdicts(dead=[m for m in suspects if m.id in dead],
+                        alone=[m for m in suspects if m.id in deaths and m.id not in dead],
+                        untried=[m for m in suspects if m.id not in deaths])
 
     def start(self, messages: list[Message], failed: Iterable[Trial] = ()) -> Trial:
         """Write down a trial of ``messages`` before they are published."""
@@ -118,10 +133,21 @@ class Trials:
         return Trial(self.fs, path, data["nsqd"], frozenset(i.encode() for i in data["ids"]), data["size"])
 
 
+def explained(dead: frozenset[bytes], trials: list[Trial]) -> list[Trial]:
+    """Remove the trials that listed these dead letters: a task that died holding one of them died of it, so those
+    trials count against none of their other messages (a second culprit among them takes a group trial again).
+    Returns the trials left."""
+    for trial in trials:
+        if trial.ids & dead:
+            _delete(trial.fs, trial.path)
+    return [trial for trial in trials if not trial.ids & dead]
+
+
 def forget(ids: frozenset[bytes], trials: Iterable[Trial]) -> None:
     """Remove ``ids`` from these trials' files (a file left empty goes; the size stays). Two tasks rewriting one
-    file at once may bring back settled ids or drop some: that changes only whether a message of a group is tried
-    alone again, never makes a dead letter, which takes a trial of size one."""
+    file at once may bring back settled ids or drop some: that changes whether a message of a group is tried alone
+    again, and a brought-back id is one false death of a message, which makes no dead letter unless a trial of it
+    alone stays too."""
     for trial in trials:
         if trial.ids & ids:
             trial.ids -= ids

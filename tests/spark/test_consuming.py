@@ -247,7 +247,8 @@ def test_dead_letters_go_in_mpubs_nsqd_accepts(nsqd_factory: Callable[..., NsqdP
     # pollTimeout: a task that sees nothing for that long ends its slice; 300 ms was too short on a loaded machine
     reader = task(tmp_path, node, topic, 100, source_options(node, topic, maxAttempts="1", pollTimeout="2s"))
     trials = Trials(reader.store, topic, node.tcp_address)
-    for msg in delivered:  # as tasks that died trying each of them alone would have left them
+    for msg in delivered:  # as tasks that died twice trying each of them alone would have left them
+        trials.start([msg])
         trials.start([msg])
     assert rows(list(reader.run())) == [] and reader.dead_lettered == len(sent)
     letters = [decode_dead_letter(m.body) for m in drain(node.tcp_port, f"{topic}_dead_letter", "check")]
@@ -265,7 +266,8 @@ def test_a_failure_while_dead_lettering_fails_the_task_and_hands_everything_back
     delivered = deliver_and_requeue(nsqd, topic, 6)
     opts = source_options(nsqd, topic, maxAttempts="1", msgTimeout="10s")
     first = task(tmp_path, nsqd, topic, 100, opts)
-    Trials(first.store, topic, nsqd.tcp_address).start([m for m in delivered if m.body == b"dead"])
+    for _ in range(2):  # two tasks died trying it alone
+        Trials(first.store, topic, nsqd.tcp_address).start([m for m in delivered if m.body == b"dead"])
 
     def refused(self: Connection, topic: str, bodies: list[bytes]) -> None:
         raise ServerError("E_PUB_FAILED PUB failed exiting")
