@@ -17,11 +17,12 @@ import pyarrow.fs as pafs
 import pytest
 
 from nsqd_py.client.protocol import id_commands
-from nsqd_py.spark import slice_task, slices
+from nsqd_py.spark import slice_task
 from nsqd_py.spark.options import ReadOptions
 from nsqd_py.spark.schema import ARROW_SCHEMA, message_table
 from nsqd_py.spark.slice_task import SlicePlan, SliceTask, UnsettledChunkError
 from nsqd_py.spark.slices import SliceSpec, SliceStore
+from tests.spark.stores import LocalStore, use_store
 from tests.spark.util import bodies, hold_in_flight, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats, drain
 
@@ -32,14 +33,14 @@ LOST_REPLY = "AWS Error NETWORK_CONNECTION during {} operation: curlCode: 56, Fa
 SLOW_DOWN = "AWS Error SLOW_DOWN during {} operation: Please reduce your request rate."
 
 
-class _FlakyStore(pafs.FileSystemHandler):
+class _FlakyStore(LocalStore):
     """An object store over a local directory (moves replace their target, as S3's do through pyarrow) where one
     request's reply is lost after it took effect, as a connection reset after S3 wrote the object: the offer's move
     (S3's CopyObject: the copy is made, the source stays) or the `decided` marker's PUT. The ``refusals`` requests
     after it are refused (503 SlowDown: nothing done), as while S3 throttles or a NameNode fails over."""
 
     def __init__(self, root: Path, lose: str, refusals: int, meanwhile: Callable[[], None] = lambda: None) -> None:
-        self.inner = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+        super().__init__(root)
         self.lose = lose
         self.refusals = refusals
         #: what another attempt does while the reply is on its way
@@ -91,41 +92,10 @@ class _FlakyStore(pafs.FileSystemHandler):
         self._request("PutObject")
         self.inner.create_dir(path, recursive=recursive)
 
-    def get_type_name(self) -> str:
-        return "flaky"
-
-    def normalize_path(self, path: str) -> str:
-        return self.inner.normalize_path(path)
-
-    def delete_dir(self, path: str) -> None:
-        self.inner.delete_dir(path)
-
-    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        self.inner.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
-
-    def delete_root_dir_contents(self) -> None:
-        self.inner.delete_dir_contents("/")
-
-    def delete_file(self, path: str) -> None:
-        self.inner.delete_file(path)
-
-    def copy_file(self, src: str, dest: str) -> None:
-        self.inner.copy_file(src, dest)
-
-    def open_append_stream(self, path: str, metadata: dict) -> pa.NativeFile:
-        return self.inner.open_append_stream(path, metadata=metadata)
-
 
 def flaky_location(monkeypatch: pytest.MonkeyPatch, store: _FlakyStore) -> str:
     """A location `flaky://wa` that resolves to ``store``."""
-    real = slices._filesystem
-
-    def resolve(location: str) -> tuple[pafs.FileSystem, str]:
-        if location.startswith("flaky://"):
-            return pafs.PyFileSystem(store), "/" + location.removeprefix("flaky://")
-        return real(location)
-
-    monkeypatch.setattr(slices, "_filesystem", resolve)
+    use_store(monkeypatch, "flaky", store)
     return "flaky://wa"
 
 

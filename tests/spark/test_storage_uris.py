@@ -20,6 +20,7 @@ from nsqd_py.spark import slices
 from nsqd_py.spark.options import ReadOptions
 from nsqd_py.spark.reader import NSQStreamReader
 from nsqd_py.spark.storage import UnsupportedLocationError, pyarrow_uri
+from tests.spark.stores import LocalStore
 from tests.spark.util import source_options
 from tests.support import NsqdProcess
 
@@ -119,59 +120,16 @@ def test_azure_uris_pyarrow_would_misread_are_refused(nsqd: NsqdProcess, typed: 
 
 # -- the probe -----------------------------------------------------------------------------------------------------
 
-class _LocalStore(pafs.FileSystemHandler):
-    """A local directory behind pyarrow's PyFileSystem (not a LocalFileSystem, so the chunks agree by moves as on an
-    object store); subclasses fail what a real store fails. ``probes`` counts the probe directories created."""
+class _LocalStore(LocalStore):
+    """The plain store; subclasses fail what a real store fails. ``probes`` counts the probe directories created."""
 
     def __init__(self, root: Path) -> None:
-        self.inner = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+        super().__init__(root)
         self.probes = 0
-
-    def get_type_name(self) -> str:
-        return "local-store"
-
-    def normalize_path(self, path: str) -> str:
-        return self.inner.normalize_path(path)
-
-    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
-        return self.inner.get_file_info(paths)
-
-    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
-        return self.inner.get_file_info(selector)
 
     def create_dir(self, path: str, recursive: bool) -> None:
         self.probes += "/_probe-" in path
-        self.inner.create_dir(path, recursive=recursive)
-
-    def delete_dir(self, path: str) -> None:
-        self.inner.delete_dir(path)
-
-    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        self.inner.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
-
-    def delete_root_dir_contents(self) -> None:
-        self.inner.delete_dir_contents("/")
-
-    def delete_file(self, path: str) -> None:
-        self.inner.delete_file(path)
-
-    def move(self, src: str, dest: str) -> None:
-        self.inner.move(src, dest)
-
-    def copy_file(self, src: str, dest: str) -> None:
-        self.inner.copy_file(src, dest)
-
-    def open_input_stream(self, path: str) -> pa.NativeFile:
-        return self.inner.open_input_stream(path)
-
-    def open_input_file(self, path: str) -> pa.NativeFile:
-        return self.inner.open_input_file(path)
-
-    def open_output_stream(self, path: str, metadata: dict) -> pa.NativeFile:
-        return self.inner.open_output_stream(path, metadata=metadata)
-
-    def open_append_stream(self, path: str, metadata: dict) -> pa.NativeFile:
-        return self.inner.open_append_stream(path, metadata=metadata)
+        super().create_dir(path, recursive)
 
 
 class _FlatNamespaceAzure(_LocalStore):
@@ -265,7 +223,7 @@ def test_an_azure_account_without_hierarchical_namespace_is_refused_when_the_que
     with pytest.raises(UnsupportedLocationError) as refused:
         reader_at(nsqd, location)
     message = str(refused.value)
-    assert location in message and "local-store" in message
+    assert location in message and "_FlatNamespaceAzure" in message  # the filesystem, by its type name
     assert "could not move a file to a fresh name" in message and FLAT_NAMESPACE_MOVE in message
     assert "use an account with it enabled (Data Lake Storage Gen2)" in message
     assert probe_dirs(tmp_path) == []

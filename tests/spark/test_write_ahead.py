@@ -22,6 +22,7 @@ from nsqd_py.spark.reader import NSQStreamReader, SlicePartition
 from nsqd_py.spark.schema import ARROW_SCHEMA
 from nsqd_py.spark.slice_task import BatchClosedError, SlicePlan, SliceTask
 from nsqd_py.spark.slices import DataLossError, SliceSpec, SliceStore
+from tests.spark.stores import LocalStore, use_store
 from tests.spark.util import bodies, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats, drain, wait_until
 
@@ -114,13 +115,13 @@ def test_a_committed_batch_stays_for_late_attempts_then_goes(small_rdy: NsqdProc
 
 # -- 2: two attempts on a filesystem whose moves replace their target ---------------------------------------------
 
-class _RacingMoves(pafs.FileSystemHandler):
+class _RacingMoves(LocalStore):
     """A SubTreeFileSystem over a local directory (its `move` replaces the target, as HDFS's and S3's do through
     pyarrow) whose moves of chunk files wait until two attempts are both about to move: the race of two attempts
     that both found a chunk number free."""
 
     def __init__(self, root: Path) -> None:
-        self.inner = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+        super().__init__(root)
         self.barrier = threading.Barrier(2, timeout=5)
         self.raced = 0
 
@@ -131,62 +132,12 @@ class _RacingMoves(pafs.FileSystemHandler):
                 self.barrier.wait()
         self.inner.move(src, dest)
 
-    def get_type_name(self) -> str:
-        return "racing-moves"
-
-    def normalize_path(self, path: str) -> str:
-        return self.inner.normalize_path(path)
-
-    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
-        return self.inner.get_file_info(paths)
-
-    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
-        return self.inner.get_file_info(selector)
-
-    def create_dir(self, path: str, recursive: bool) -> None:
-        self.inner.create_dir(path, recursive=recursive)
-
-    def delete_dir(self, path: str) -> None:
-        self.inner.delete_dir(path)
-
-    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        self.inner.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
-
-    def delete_root_dir_contents(self) -> None:
-        self.inner.delete_dir_contents("/")
-
-    def delete_file(self, path: str) -> None:
-        self.inner.delete_file(path)
-
-    def copy_file(self, src: str, dest: str) -> None:
-        self.inner.copy_file(src, dest)
-
-    def open_input_stream(self, path: str) -> pa.NativeFile:
-        return self.inner.open_input_stream(path)
-
-    def open_input_file(self, path: str) -> pa.NativeFile:
-        return self.inner.open_input_file(path)
-
-    def open_output_stream(self, path: str, metadata: dict) -> pa.NativeFile:
-        return self.inner.open_output_stream(path, metadata=metadata)
-
-    def open_append_stream(self, path: str, metadata: dict) -> pa.NativeFile:
-        return self.inner.open_append_stream(path, metadata=metadata)
-
 
 @pytest.fixture
 def racing_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> _RacingMoves:
     """Locations `racing://...` resolve to one _RacingMoves filesystem."""
     handler = _RacingMoves(tmp_path)
-    filesystem = pafs.PyFileSystem(handler)
-    real = slices._filesystem
-
-    def resolve(location: str) -> tuple[pafs.FileSystem, str]:
-        if location.startswith("racing://"):
-            return filesystem, "/" + location.removeprefix("racing://")
-        return real(location)
-
-    monkeypatch.setattr(slices, "_filesystem", resolve)
+    use_store(monkeypatch, "racing", handler)
     return handler
 
 
