@@ -8,10 +8,8 @@ COMPILED := $(shell sed -n 's/^ *"\(nsqd_py\/.*\.py\)",$$/\1/p' setup.py)
 # the tests also run on pure Python (NSQD_PY_PURE=1 imports the .py sources): this subset
 PURE_TESTS := tests/unit tests/protocol tests/http
 # most tests wait (on processes, timeouts, heartbeats), so 4 workers overlap them even on 2 cores; a test file
-# stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once. Files go out in collection
-# order, the longest first (tests/conftest.py), not xdist's default of the files with the most tests first, which left
-# the Spark cluster file running alone at the end
-PARALLEL ?= -n 4 --dist loadfile --no-loadscope-reorder
+# stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once
+PARALLEL ?= -n 4 --dist loadfile
 
 .PHONY: run test install lint bench bench-deps browser-deps faketime-deps clean dist
 

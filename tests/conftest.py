@@ -25,18 +25,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "process: starts a real process (left out of `make check`)")
 
 
-#: the longest test files (seconds on 4 xdist workers, 2 cores, 2026-11-28: 398, 298, 278, 123, 122): they start
-#: first, so that the workers share the short files at the end instead of one worker running a long file alone
-LONGEST_FIRST = ("tests/spark/test_cluster.py", "tests/spark/test_pipeline.py", "tests/packaging/test_wheel.py",
-                 "tests/spark/test_read.py", "tests/spark/test_write.py")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.process)
-    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
 
 
 @pytest.fixture
