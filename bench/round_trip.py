@@ -125,8 +125,9 @@ def _spread(total: int, parts: int) -> list[int]:
 
 # ---- single PUBs ---------------------------------------------------------------------------------------------
 
-def _pub_worker(results, ready, go, port: int, connections: int, seconds: float, topic: str) -> None:
-    command = f"PUB {topic}\n".encode() + struct.pack(">i", len(_BODY)) + _BODY
+def _pub_worker(results, ready, go, port: int, connections: int, seconds: float, topics: tuple[str, ...]) -> None:
+    commands = [f"PUB {topic}\n".encode() + struct.pack(">i", len(_BODY)) + _BODY for topic in topics]
+    turn = 0
     try:
         socks = [_connect(port) for _ in range(connections)]
     except OSError as err:
@@ -145,7 +146,8 @@ def _pub_worker(results, ready, go, port: int, connections: int, seconds: float,
     end = start + seconds
     for sock in socks:
         sent_at[sock.fileno()] = now()
-        sock.send(command)
+        sock.send(commands[turn % len(commands)])
+        turn += 1
     done = 0
     while now() < end:
         for key, _ in sel.select(timeout=1):
@@ -160,15 +162,18 @@ def _pub_worker(results, ready, go, port: int, connections: int, seconds: float,
                 latencies.append((t - sent_at[sock.fileno()]) * 1e6)  # type: ignore[union-attr]
                 done += 1
                 sent_at[sock.fileno()] = t  # type: ignore[union-attr]
-                sock.send(command)  # type: ignore[union-attr]
+                sock.send(commands[turn % len(commands)])  # type: ignore[union-attr]
+                turn += 1
     elapsed = now() - start
     for sock in socks:
         sock.close()
     results.put((done, elapsed, latencies))
 
 
-def pub_loop(port: int, connections: int, seconds: float, procs: int = 2, topic: str = "pub_bench") -> Outcome:
-    return _merge(_run_workers([(_pub_worker, (port, n, seconds, topic)) for n in _spread(connections, procs)]))
+def pub_loop(port: int, connections: int, seconds: float, procs: int = 2,
+             topics: tuple[str, ...] = ("pub_bench",)) -> Outcome:
+    """``topics``: each connection's PUBs go round robin over them (one topic: all to it)."""
+    return _merge(_run_workers([(_pub_worker, (port, n, seconds, topics)) for n in _spread(connections, procs)]))
 
 
 # ---- consumers at RDY 1 --------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ import gevent
 import orjson
 
 from ..runtime.log import Logger
-from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
 from .disk.acks import Acks
 from .disk.ephemeral import DummyBackend
@@ -25,6 +24,7 @@ from .disk.queue import DiskQueue
 from .edges import BackendQueue, Client
 from .errors import ExitingError
 from .message import MIN_VALID_MSG_LENGTH
+from .metadata import MetadataFile
 from .topic import Topic
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ class NSQD:
         self.data_path = os.path.abspath(opts.data_path or os.getcwd())
         #: what an OK to a publisher means (with --sync-every=1: on disk, by group commit rounds)
         self.acks = Acks(opts.sync_every, self.set_health)
+        self.metadata_file = MetadataFile(os.path.join(self.data_path, METADATA_FILE), lambda: self.topics, logger)
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -134,6 +135,7 @@ class NSQD:
         """The topic, created (and persisted, and announced) on first use."""
         topic = self.topics.get(name)
         if topic is not None:
+            self.metadata_file.settle(name)
             return topic
         if self.exiting:
             raise ExitingError()
@@ -165,14 +167,12 @@ class NSQD:
         self._announce("channel_deleted", topic, channel)
 
     def _announce(self, event: str, topic: Topic, channel: Channel | None) -> None:
-        ephemeral = topic.ephemeral or (channel is not None and channel.ephemeral)
-        if not ephemeral and not self.exiting:
-            try:
-                self.persist_metadata()
-            except OSError as err:
-                self.logger.error(f"failed to persist metadata - {err}")
+        """Tell the listeners (lookupd), then answer once nsqd.dat covers the change (ephemeral ones aside)."""
         for listener in self.listeners:
             listener(event, topic, channel)
+        ephemeral = topic.ephemeral or (channel is not None and channel.ephemeral)
+        if not ephemeral and not self.exiting:
+            self.metadata_file.changed(topic.name)
 
     def new_backend(self, name: str, ephemeral: bool,
                     before_sync: Callable[[], None] | None = None) -> BackendQueue:
@@ -189,31 +189,11 @@ class NSQD:
 
     @property
     def metadata_path(self) -> str:
-        return os.path.join(self.data_path, METADATA_FILE)
-
-    def metadata(self) -> dict:
-        """nsqd.dat's content: non-ephemeral topics and channels with their paused flags."""
-        topics = []
-        for topic in self.topics.values():
-            if topic.ephemeral:
-                continue
-            channels = [{"name": c.name, "paused": c.paused} for c in topic.channels.values() if not c.ephemeral]
-            topics.append({"name": topic.name, "paused": topic.paused, "channels": channels or None})
-        return {"topics": topics or None, "version": NSQ_VERSION}
+        return self.metadata_file.path
 
     def persist_metadata(self) -> None:
-        """Write nsqd.dat atomically: tmp file, fsync, rename."""
-        path = self.metadata_path
-        self.logger.info(f"NSQ: persisting topic/channel metadata to {path}")
-        data = orjson.dumps(self.metadata())
-        tmp = f"{path}.{random.randrange(1 << 31)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        """Write nsqd.dat now, whole (start-up and exit); OSError on failure."""
+        self.metadata_file.write_now()
 
     def load_metadata(self) -> None:
         """Recreate the topics and channels of nsqd.dat (paused flags included)."""

@@ -2,7 +2,8 @@
 
 Each check matches nsqd's handler: topic routes say `INVALID_TOPIC`, channel routes `INVALID_ARG_TOPIC`;
 /topic/delete, /topic/pause and /topic/unpause look the name up without validating it; channel routes need
-an existing topic (404 TOPIC_NOT_FOUND) and never create one. (Un)pausing rewrites nsqd.dat at once.
+an existing topic (404 TOPIC_NOT_FOUND) and never create one. Each change answers once nsqd.dat covers it
+(core/metadata.py).
 """
 
 from __future__ import annotations
@@ -18,14 +19,6 @@ from .responses import APIError
 
 def _topic_name(req: falcon.Request, validate: bool) -> str:
     return required_arg(req, "topic", "INVALID_TOPIC" if validate else None)
-
-
-def _persist(nsqd: NSQD, path: str) -> None:
-    """nsqd ignores a failed write here, but logs it through PersistMetadata."""
-    try:
-        nsqd.persist_metadata()
-    except OSError as err:
-        nsqd.logger.error(f"failed to persist metadata after {path} - {err}")
 
 
 class Topics:
@@ -51,12 +44,14 @@ class Topics:
         self._existing(_topic_name(req, validate=True)).empty()
 
     def on_post_pause(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._existing(_topic_name(req, validate=False)).pause()
-        _persist(self.nsqd, req.path)
+        topic = self._existing(_topic_name(req, validate=False))
+        topic.pause()
+        self.nsqd.metadata_file.changed(topic.name)
 
     def on_post_unpause(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._existing(_topic_name(req, validate=False)).unpause()
-        _persist(self.nsqd, req.path)
+        topic = self._existing(_topic_name(req, validate=False))
+        topic.unpause()
+        self.nsqd.metadata_file.changed(topic.name)
 
 
 class Channels:
@@ -81,6 +76,7 @@ class Channels:
     def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> None:
         topic, name = self._topic_and_name(req)
         topic.get_channel(name)
+        self.nsqd.metadata_file.settle(topic.name)  # a create already under way answers with its write
 
     def on_post_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         topic, name = self._topic_and_name(req)
@@ -91,9 +87,11 @@ class Channels:
         self._existing(req).empty()
 
     def on_post_pause(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._existing(req).pause()
-        _persist(self.nsqd, req.path)
+        channel = self._existing(req)
+        channel.pause()
+        self.nsqd.metadata_file.changed(channel.topic.name)
 
     def on_post_unpause(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._existing(req).unpause()
-        _persist(self.nsqd, req.path)
+        channel = self._existing(req)
+        channel.unpause()
+        self.nsqd.metadata_file.changed(channel.topic.name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
 from pathlib import Path
@@ -242,7 +243,7 @@ def test_ephemeral_channel_deleted_with_last_client(nsqd: NSQD) -> None:
 def test_ephemeral_topic_never_persisted(nsqd: NSQD) -> None:
     nsqd.get_topic("eph#ephemeral").get_channel("c")
     nsqd.get_topic("durable").get_channel("c#ephemeral")
-    meta = nsqd.metadata()
+    meta = json.loads(Path(nsqd.metadata_path).read_bytes())
     assert meta["topics"] == [{"name": "durable", "paused": False, "channels": None}]
 
 

@@ -1,0 +1,135 @@
+"""nsqd.dat written by group commit: a create, delete or (un)pause answers after one write that covers it.
+
+Go nsqd rewrites the whole file (JSON, fsync, rename) once per change, under its lock, so creating n topics
+costs O(n²) and every other connection waits. Here the changes that arrive while a write is under way share
+the next one, the fsync runs on a disk thread while the loop keeps serving, and each topic's JSON is kept
+between writes, so a write re-encodes only the topics that changed. The bytes are those Go writes: topics in
+creation order, `"channels":null` for a topic without any, `"topics":null` for none.
+
+Until the write that covers a change lands, its topic is *unsettled*: a publisher or subscriber that finds
+it waits too (`settle`), so nothing is acknowledged in a topic or channel that kill -9 would forget.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import gevent
+import orjson
+from gevent.event import Event
+
+from ..runtime.disk_threads import run_blocking
+from ..runtime.log import Logger
+from ..runtime.version import NSQ_VERSION
+
+if TYPE_CHECKING:
+    from .topic import Topic
+
+
+def topic_entry(topic: Topic) -> dict:
+    """One topic of nsqd.dat, with its non-ephemeral channels (None when there are none, as Go writes it)."""
+    channels = [{"name": c.name, "paused": c.paused} for c in topic.channels.values() if not c.ephemeral]
+    return {"name": topic.name, "paused": topic.paused, "channels": channels or None}
+
+
+def document(entries: Iterable[bytes]) -> bytes:
+    """nsqd.dat's bytes from the topics' encoded entries."""
+    joined = b",".join(entries)
+    topics = b"[" + joined + b"]" if joined else b"null"
+    return b'{"topics":' + topics + b',"version":' + orjson.dumps(NSQ_VERSION) + b"}"
+
+
+def write_file(path: str, data: bytes) -> None:
+    """Replace ``path`` atomically: a temporary file, fsync, rename."""
+    tmp = f"{path}.{random.randrange(1 << 31)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+class MetadataFile:
+    """nsqd.dat of one data directory; ``topics`` is the broker's live topic map."""
+
+    def __init__(self, path: str, topics: Callable[[], dict[str, Topic]], logger: Logger) -> None:
+        self.path = path
+        self._topics = topics
+        self._logger = logger
+        #: each non-ephemeral topic's encoded entry, in creation order
+        self._entries: dict[str, bytes] = {}
+        #: topics changed since their entry was encoded
+        self._dirty: set[str] = set()
+        #: the round each unsettled topic waits for
+        self._unsettled: dict[str, int] = {}
+        self._requested = 0
+        self._written = 0
+        self._round_done = Event()
+        self._writer: gevent.Greenlet | None = None
+
+    def write_now(self) -> None:
+        """Write the whole file from scratch (start-up, exit), after a write under way; OSError on failure."""
+        if self._writer is not None:
+            self._writer.join()
+        self._dirty.clear()
+        self._entries = {name: orjson.dumps(topic_entry(topic)) for name, topic in self._topics().items()
+                         if not topic.ephemeral}
+        self._logger.info(f"NSQ: persisting topic/channel metadata to {self.path}")
+        write_file(self.path, document(self._entries.values()))
+
+    def changed(self, topic_name: str) -> None:
+        """Record a change to a topic (created, deleted, paused, a channel's the same) and wait for the write
+        that covers it. A failed write is logged, as nsqd does, and the change answers all the same."""
+        self._dirty.add(topic_name)
+        self._requested += 1
+        round_ = self._requested
+        self._unsettled[topic_name] = round_
+        if self._writer is None:
+            self._writer = gevent.spawn(self._write_rounds)
+        self._wait_for(round_)
+
+    def settle(self, topic_name: str) -> None:
+        """Wait until the topic's last change is on disk (at once when it is)."""
+        round_ = self._unsettled.get(topic_name)
+        if round_ is not None:
+            self._wait_for(round_)
+
+    def _wait_for(self, round_: int) -> None:
+        while self._written < round_:
+            self._round_done.wait()
+
+    def _write_rounds(self) -> None:
+        try:
+            while self._written < self._requested:
+                round_ = self._requested
+                data = self._encode()
+                self._logger.info(f"NSQ: persisting topic/channel metadata to {self.path}")
+                try:
+                    run_blocking(write_file, self.path, data)
+                except OSError as err:
+                    self._logger.error(f"failed to persist metadata - {err}")
+                self._finish(round_)
+        finally:
+            self._writer = None
+
+    def _encode(self) -> bytes:
+        topics = self._topics()
+        for name in self._dirty:
+            topic = topics.get(name)
+            if topic is None or topic.ephemeral:
+                self._entries.pop(name, None)
+            else:
+                self._entries[name] = orjson.dumps(topic_entry(topic))
+        self._dirty.clear()
+        return document(self._entries.values())
+
+    def _finish(self, round_: int) -> None:
+        self._written = round_
+        self._unsettled = {name: r for name, r in self._unsettled.items() if r > round_}
+        done, self._round_done = self._round_done, Event()
+        done.set()
