@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import re
@@ -12,6 +13,7 @@ import gevent
 import pytest
 
 from nsqd_py.config.options import Options
+from nsqd_py.core import stats
 from nsqd_py.core.consumer import STATE_SUBSCRIBED, Consumer
 from nsqd_py.core.errors import MessageError
 from nsqd_py.core.guid import GuidFactory
@@ -258,3 +260,21 @@ def test_delete_topic_closes_consumers_and_removes_files(nsqd: NSQD, tmp_path: P
     assert nsqd.delete_existing_topic("gone")
     assert consumer.closed
     assert not any(p.name.startswith("gone") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_stats_snapshot_pauses_the_collector_and_restores_it(nsqd: NSQD, enabled: bool,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    nsqd.get_topic("t").get_channel("c")
+    seen: list[bool] = []
+    original = stats.topic_stats
+    monkeypatch.setattr(stats, "topic_stats", lambda *args: (seen.append(gc.isenabled()), original(*args))[1])
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        snap = stats.snapshot(nsqd)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False]
+    assert [t["topic_name"] for t in snap["topics"]] == ["t"]
