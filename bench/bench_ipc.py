@@ -48,15 +48,17 @@ def _split(view: memoryview, start: int, end: int) -> tuple[int, int]:
     return count, start
 
 
-# ---- unix socket ---------------------------------------------------------------------------------------------
-
-def socket_sender(sock: socket.socket, total: int, batch: int, results: mp.Queue) -> None:
+def sender(put: Callable[[bytes], object], total: int, batch: int, results: mp.Queue) -> None:
+    """Hand ``total`` messages to ``put`` (a socket's sendall, a ring's write) ``batch`` at a time, then the end."""
     payload = FRAME * batch
     cpu = _cpu()
     for _ in range(total // batch):
-        sock.sendall(payload)
-    sock.sendall(_STOP)
+        put(payload)
+    put(_STOP)
     results.put(("sender", _cpu() - cpu))
+
+
+# ---- unix socket ---------------------------------------------------------------------------------------------
 
 
 def socket_receiver(sock: socket.socket, results: mp.Queue) -> None:
@@ -144,15 +146,6 @@ class Ring:
         return size
 
 
-def ring_sender(ring: Ring, total: int, batch: int, results: mp.Queue) -> None:
-    payload = FRAME * batch
-    cpu = _cpu()
-    for _ in range(total // batch):
-        ring.write(payload)
-    ring.write(_STOP)
-    results.put(("sender", _cpu() - cpu))
-
-
 def ring_receiver(ring: Ring, results: mp.Queue) -> None:
     pending = bytearray()
     cpu = _cpu()
@@ -173,12 +166,12 @@ def ring_receiver(ring: Ring, results: mp.Queue) -> None:
 
 # ---- runs ----------------------------------------------------------------------------------------------------
 
-def one_way(sender: Callable[..., None], sender_args: tuple, receiver: Callable[..., None], receiver_args: tuple,
-            total: int, batch: int) -> tuple[float, float, float]:
+def one_way(put: Callable[[bytes], object], receiver: Callable[..., None], receiver_args: tuple, total: int,
+            batch: int) -> tuple[float, float, float]:
     """(messages/s, sender CPU us per message, receiver CPU us per message)."""
     results: mp.Queue = mp.Queue()
     procs = [mp.Process(target=receiver, args=(*receiver_args, results)),
-             mp.Process(target=sender, args=(*sender_args, total, batch, results))]
+             mp.Process(target=sender, args=(put, total, batch, results))]
     for proc in procs:
         proc.start()
     got = {item[0]: item for item in (results.get(timeout=300) for _ in procs)}
@@ -204,12 +197,12 @@ def main() -> None:
             for _ in range(args.rounds):
                 if name == "unix socket":
                     left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                    runs.append(one_way(socket_sender, (left,), socket_receiver, (right,), total, batch))
+                    runs.append(one_way(left.sendall, socket_receiver, (right,), total, batch))
                     left.close()
                     right.close()
                 else:
                     ring = Ring()
-                    runs.append(one_way(ring_sender, (ring,), ring_receiver, (ring,), total, batch))
+                    runs.append(one_way(ring.write, ring_receiver, (ring,), total, batch))
                     ring.data.release()
                     ring.buf.release()
                     ring.shm.close()

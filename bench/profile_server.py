@@ -100,70 +100,54 @@ def observed(server: Server, run: Callable[[], int]) -> Profile:
                    counts.get("context-switches", 0.0) / ops, {part: cpu_us * share for part, share in shares.items()})
 
 
-def pub32(binary: Path, load: Load) -> Profile:
-    server = Server(binary)
+@dataclass
+class Workload:
+    flags: tuple[str, ...]
+    prepare: Callable[[Server, Load], object]  # before the measured part: a channel, a backlog
+    run: Callable[[Server, Load], int]  # the measured load; its operation count
+
+
+def profile(workload: Workload, binary: Path, load: Load) -> Profile:
+    server = Server(binary, *workload.flags)
     try:
-        server.create_channel()
-        return observed(server, lambda: round_trip.pub_loop(server.tcp, 32, load.runfor).count)
+        workload.prepare(server, load)
+        return observed(server, lambda: workload.run(server, load))
     finally:
         server.stop()
 
 
-def mpub(binary: Path, load: Load) -> Profile:
-    server = Server(binary, "--mem-queue-size=1000000")
-    try:
-        server.create_channel()
-        return observed(server, lambda: int(load.write(server, load.runfor) * load.runfor))
-    finally:
-        server.stop()
+def _backlog(server: Server, load: Load, seconds: float) -> None:
+    server.create_channel()
+    load.write(server, seconds)
 
 
-def consume(binary: Path, load: Load) -> Profile:
-    server = Server(binary, "--mem-queue-size=1000000")
-    try:
-        server.create_channel()
-        load.write(server, load.runfor)
-        seconds = max(2.0, load.runfor / 2)
-        return observed(server, lambda: int(load.read(server, seconds) * seconds))
-    finally:
-        server.stop()
-
-
-def rdy1_8(binary: Path, load: Load) -> Profile:
-    server = Server(binary, "--mem-queue-size=1000000")
-    try:
-        server.create_channel()
-        load.write(server, max(1.0, load.runfor / 4))
-        return observed(server, lambda: round_trip.rdy1_consume(server.tcp, 8, load.runfor).count)
-    finally:
-        server.stop()
-
-
-def http_pub(binary: Path, load: Load) -> Profile:
+def _http_pub(server: Server, load: Load) -> int:
     wrk = shutil.which("wrk")
     if wrk is None:
         raise SystemExit("wrk is missing: make bench-deps")
-    server = Server(binary)
-
-    def run() -> int:
-        out = subprocess.run([wrk, "-t1", "-c32", f"-d{int(load.runfor)}s", "-s",
-                              str(Path(__file__).parent / "wrk_pub.lua"),
-                              f"http://127.0.0.1:{server.http}/pub?topic=http_bench"],
-                             capture_output=True, text=True, timeout=load.runfor + 60)
-        return int(re.search(r"(\d+) requests in", out.stdout).group(1))  # type: ignore[union-attr]
-
-    try:
-        return observed(server, run)
-    finally:
-        server.stop()
+    script = Path(__file__).parent / "wrk_pub.lua"
+    out = subprocess.run([wrk, "-t1", "-c32", f"-d{int(load.runfor)}s", "-s", str(script),
+                          f"http://127.0.0.1:{server.http}/pub?topic=http_bench"],
+                         capture_output=True, text=True, timeout=load.runfor + 60)
+    return int(re.search(r"(\d+) requests in", out.stdout).group(1))  # type: ignore[union-attr]
 
 
-WORKLOADS: dict[str, Callable[[Path, Load], Profile]] = {
-    "PUB, 32 connections": pub32,
-    "MPUB 200 (bench_writer)": mpub,
-    "consume backlog (bench_reader)": consume,
-    "RDY 1, 8 connections": rdy1_8,
-    "HTTP /pub (wrk -c32)": http_pub,
+def _read_seconds(load: Load) -> float:
+    return max(2.0, load.runfor / 2)
+
+
+BACKLOG = ("--mem-queue-size=1000000",)
+WORKLOADS: dict[str, Workload] = {
+    "PUB, 32 connections": Workload((), lambda s, ld: s.create_channel(),
+                                    lambda s, ld: round_trip.pub_loop(s.tcp, 32, ld.runfor).count),
+    "MPUB 200 (bench_writer)": Workload(BACKLOG, lambda s, ld: s.create_channel(),
+                                        lambda s, ld: int(ld.write(s, ld.runfor) * ld.runfor)),
+    "consume backlog (bench_reader)": Workload(
+        BACKLOG, lambda s, ld: _backlog(s, ld, ld.runfor),
+        lambda s, ld: int(ld.read(s, _read_seconds(ld)) * _read_seconds(ld))),
+    "RDY 1, 8 connections": Workload(BACKLOG, lambda s, ld: _backlog(s, ld, max(1.0, ld.runfor / 4)),
+                                     lambda s, ld: round_trip.rdy1_consume(s.tcp, 8, ld.runfor).count),
+    "HTTP /pub (wrk -c32)": Workload((), lambda s, ld: None, _http_pub),
 }
 
 
@@ -177,12 +161,12 @@ def main() -> None:
     args = parser.parse_args()
     load = Load(args.go_dir, args.runfor)
     servers = {"ours": args.nsqd, **({"go": args.go_dir / "nsqd"} if args.go_dir else {})}
-    chosen = {name: run for name, run in WORKLOADS.items() if args.only.lower() in name.lower()}
+    chosen = {name: work for name, work in WORKLOADS.items() if args.only.lower() in name.lower()}
     results: dict[tuple[str, str], list[Profile]] = defaultdict(list)
     for _ in range(args.rounds):
-        for name, run in chosen.items():
+        for name, work in chosen.items():
             for who, binary in servers.items():
-                results[name, who].append(run(binary, load))
+                results[name, who].append(profile(work, binary, load))
     parts = [part for part, _ in PARTS]
     print(f"medians of {args.rounds} rounds; microseconds of server CPU per operation, split by perf samples")
     print("| workload | server | ops/s | CPU us/op | syscalls/op | switches/op | " + " | ".join(parts) + " |")

@@ -20,6 +20,7 @@ from ..runtime.log import Logger
 from ..wire.names import is_valid_name
 from .disk.acks import Acks
 from .disk.ephemeral import DummyBackend
+from .disk.format import data_files_by_queue
 from .disk.queue import DiskQueue
 from .edges import BackendQueue, Client
 from .errors import ExitingError
@@ -59,6 +60,10 @@ class NSQD:
         self.data_path = os.path.abspath(opts.data_path or os.getcwd())
         #: what an OK to a publisher means (with --sync-every=1: on disk, by group commit rounds)
         self.acks = Acks(opts.sync_every, self.set_health)
+        #: the data files each queue had when the data dir was first listed; a queue takes its own at its first
+        #: open, and files appear later only through the queue that owns them (we hold the data dir's lock), so the
+        #: directory is listed once, not once per new queue (an O(files) listing each)
+        self._data_files: dict[str, list[int]] | None = None
         self.metadata_file = MetadataFile(os.path.join(self.data_path, METADATA_FILE), lambda: self.topics, logger)
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -179,10 +184,13 @@ class NSQD:
         if ephemeral:
             return DummyBackend()
         opts = self.opts
+        if self._data_files is None:
+            self._data_files = data_files_by_queue(self.data_path)
         return DiskQueue(
             name, self.data_path, opts.max_bytes_per_file, MIN_VALID_MSG_LENGTH,
             MIN_VALID_MSG_LENGTH + opts.max_msg_size, opts.sync_every, opts.sync_timeout,
             self.logger, before_sync=before_sync, acks=self.acks if self.acks.durable else None,
+            data_files=self._data_files.pop(name, []),
         )
 
     # ---- metadata (nsqd.dat) ------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import io
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -278,3 +279,20 @@ def test_stats_snapshot_pauses_the_collector_and_restores_it(nsqd: NSQD, enabled
         (gc.enable if was else gc.disable)()
     assert seen == [False]
     assert [t["topic_name"] for t in snap["topics"]] == ["t"]
+
+
+def test_the_data_dir_is_listed_once_and_a_later_queue_still_salvages_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Data files without a meta file are salvaged when their topic is first created, however late, while the
+    data dir is listed once for all the queues, not once per new queue."""
+    record = Message(b"0123456789abcdef", b"orphaned", 123456789).encode()
+    (tmp_path / "orphan.diskqueue.000003.dat").write_bytes(len(record).to_bytes(4, "big") + record)
+    listings: list[str] = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: (listings.append(str(path)), real_listdir(path))[1])
+    broker = NSQD(Options(data_path=str(tmp_path), mem_queue_size=0), Logger(stream=io.StringIO()))
+    for i in range(20):
+        broker.get_topic(f"t{i}").get_channel("c")
+    orphan = broker.get_topic("orphan")
+    assert listings == [str(tmp_path)]
+    assert orphan.backend_depth() == 1

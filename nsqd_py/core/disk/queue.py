@@ -43,7 +43,10 @@ class DiskQueue(DiskReader):
 
     def __init__(self, name: str, data_path: str, max_bytes_per_file: int, min_msg_size: int, max_msg_size: int,
                  sync_every: int, sync_timeout_ns: int, logger: Logger,
-                 before_sync: Callable[[], None] | None = None, acks: Acks | None = None) -> None:
+                 before_sync: Callable[[], None] | None = None, acks: Acks | None = None,
+                 data_files: list[int] | None = None) -> None:
+        """``data_files``: this queue's data file numbers from a listing of the data dir the caller took (None:
+        the queue lists the directory itself when it has no meta file)."""
         super().__init__(QueueFiles(name, data_path, min_msg_size, max_msg_size), logger)
         self._max_bytes = max_bytes_per_file
         self._sync_every = max(1, sync_every)
@@ -65,7 +68,7 @@ class DiskQueue(DiskReader):
         self._background: gevent.Greenlet | None = None  # a sync started by sync_every or an ack
         self._shut = False  # descriptors closed by close/delete (a sync queued behind them must not run)
 
-        depth, self._rfile, self._rpos, self._wfile, self._wpos, changed = resume(self._files, logger)
+        depth, self._rfile, self._rpos, self._wfile, self._wpos, changed = resume(self._files, logger, data_files)
         self._unread = depth
         self._lowest = self._rfile
         if changed:

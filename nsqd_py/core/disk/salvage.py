@@ -37,15 +37,16 @@ def _read_meta(files: QueueFiles, log: Logger) -> tuple[int, int, int, int, int]
     return meta
 
 
-def resume(files: QueueFiles, log: Logger) -> Resume:
-    """The positions to resume from, salvaging data files without meta and unsynced tails."""
+def resume(files: QueueFiles, log: Logger, data_files: list[int] | None = None) -> Resume:
+    """The positions to resume from, salvaging data files without meta and unsynced tails. ``data_files``: the
+    queue's data file numbers when the caller has listed the directory already (None: list it here)."""
     name = files.name
     meta = _read_meta(files, log)
     depth: int | None
     salvaged: bool | None
     changed = False
     if meta is None:
-        found = files.data_files()
+        found = files.data_files() if data_files is None else data_files
         if not found:
             return 0, 0, 0, 0, 0, False
         log.warn(f"DISKQUEUE({name}) no metadata, salvaging data files {found[0]:06d}..{found[-1]:06d}"
