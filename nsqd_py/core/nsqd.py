@@ -172,12 +172,12 @@ class NSQD:
         self._announce("channel_deleted", topic, channel)
 
     def _announce(self, event: str, topic: Topic, channel: Channel | None) -> None:
-        """Tell the listeners (lookupd), then answer once nsqd.dat covers the change (ephemeral ones aside)."""
-        for listener in self.listeners:
-            listener(event, topic, channel)
+        """Wait until nsqd.dat covers the change (ephemeral ones aside), then tell the listeners (lookupd)."""
         ephemeral = topic.ephemeral or (channel is not None and channel.ephemeral)
         if not ephemeral and not self.exiting:
             self.metadata_file.changed(topic.name)
+        for listener in self.listeners:
+            listener(event, topic, channel)
 
     def new_backend(self, name: str, ephemeral: bool,
                     before_sync: Callable[[], None] | None = None) -> BackendQueue:
