@@ -99,6 +99,10 @@ class MetadataFile:
         if round_ is not None:
             self._wait_for(round_)
 
+    def is_settled(self, topic_name: str) -> bool:
+        """Whether settle() would return at once."""
+        return topic_name not in self._unsettled
+
     def _wait_for(self, round_: int) -> None:
         while self._written < round_:
             self._round_done.wait()

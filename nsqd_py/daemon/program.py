@@ -19,6 +19,7 @@ from ..runtime.log import Logger
 from ..runtime.version import version_line
 from ..tcp.server import TCPServer
 from . import sdnotify
+from .io_workers import IOWorkerPool, io_worker_count
 
 #: how long stop() waits for connection greenlets to notice their closed sockets
 _DRAIN_SECONDS = 2.0
@@ -35,7 +36,7 @@ class NSQDProgram:
         self.nsqd = NSQD(opts, logger)
         self.ctx = ServerContext(self.nsqd, auth_servers=AuthServers.from_options(opts, logger))
         self.external_http_port = external_http_port
-        self.tcp_server: TCPServer | None = None
+        self.tcp_server: TCPServer | IOWorkerPool | None = None
         self.http_server: HTTPServer | None = None
         self.https_server: HTTPServer | None = None
         self._sockets: list[socket.socket] = []
@@ -70,7 +71,11 @@ class NSQDProgram:
         """Listen on TCP, HTTP (unless gunicorn serves it) and HTTPS (with TLS configured); ListenError."""
         opts, ctx = self.opts, self.ctx
         tcp = self._listen(opts.tcp_address)
-        self.tcp_server = TCPServer(ctx, tcp)
+        try:
+            workers = io_worker_count()
+        except ValueError as err:
+            raise StartupError(str(err)) from None
+        self.tcp_server = IOWorkerPool(ctx, tcp, workers) if workers else TCPServer(ctx, tcp)
         ctx.tcp_port = port_of(tcp)
         if self.external_http_port is not None:
             ctx.http_port = self.external_http_port

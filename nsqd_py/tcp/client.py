@@ -27,9 +27,10 @@ from ..wire.compression import CodecError, DeflateDecoder, DeflateEncoder, Snapp
 
 if TYPE_CHECKING:
     from ..cluster.auth import AuthState
+    from ..config.options import Options
     from ..core.channel import Channel
     from ..core.message import Message
-    from ..core.nsqd import NSQD
+    from ..runtime.log import Logger
 
 FRAME_TYPE_RESPONSE = 0
 FRAME_TYPE_ERROR = 1
@@ -90,7 +91,7 @@ class ClientV2(Consumer):
         "heartbeat_interval",
         "hostname",
         "id",
-        "nsqd",
+        "logger",
         "output_buffer_size",
         "output_buffer_timeout",
         "pub_counts",
@@ -107,11 +108,11 @@ class ClientV2(Consumer):
         "user_agent",
     )
 
-    def __init__(self, nsqd: NSQD, sock: socket.socket, remote_address: str, outbox: Outbox) -> None:
+    def __init__(self, opts: Options, logger: Logger, client_id: int, sock: socket.socket, remote_address: str,
+                 outbox: Outbox) -> None:
         super().__init__()
-        opts = nsqd.opts
-        self.nsqd = nsqd
-        self.id = nsqd.new_client_id()
+        self.logger = logger
+        self.id = client_id
         self.remote_address = remote_address
         host = remote_address.rsplit(":", 1)[0] if ":" in remote_address else remote_address
         self.client_id = host
@@ -277,10 +278,14 @@ class ClientV2(Consumer):
         self._push_soon()
 
     def send_message(self, msg: Message) -> None:
-        data = msg.frame()
+        self.send_message_frame(msg.frame(), not self.is_ready())
+
+    def send_message_frame(self, data: bytes, urgent: bool) -> None:
+        """Queue a message frame; it waits in the output buffer unless ``urgent`` (the client cannot take more) or
+        the buffer is full."""
         self._out.append(data)
         self._out_size += len(data)
-        if self._out_size >= self.output_buffer_size or self.output_buffer_timeout <= 0 or not self.is_ready():
+        if urgent or self._out_size >= self.output_buffer_size or self.output_buffer_timeout <= 0:
             self._push_soon()  # like nsqd's messagePump: flushed at once when the client cannot take more
         elif self._buffer_timer is None:
             self._buffer_timer = timer = self._loop.timer(self.output_buffer_timeout)
@@ -318,7 +323,7 @@ class ClientV2(Consumer):
 
     def _send_failed(self, err: Exception) -> None:
         if not self.closed:
-            self.nsqd.logger.error(f"PROTOCOL(V2): [{self}] messagePump error - {err}")
+            self.logger.error(f"PROTOCOL(V2): [{self}] messagePump error - {err}")
             self.close()
 
     def _heartbeat(self) -> None:
@@ -452,8 +457,8 @@ class ClientV2(Consumer):
         self._transport.shutdown()
 
     def finish_connection(self) -> None:
-        """The connection's reader greenlet is ending: leave the channel, send what is left (a fatal error's
-        frame), stop the timers, close the socket."""
+        """The connection's reader greenlet is ending: send what is left (a fatal error's frame), leave the
+        channel, stop the timers, close the socket."""
         if not self.closed:
             self.closed = True  # from here on a failed send is the end of the connection, not an error to log
             with gevent.Timeout(self.heartbeat_interval or _FINAL_SEND_SECONDS, False):
@@ -461,7 +466,6 @@ class ClientV2(Consumer):
         if self.channel is not None:
             self.channel.remove_client(self)
         self._stop_timers()
-        self.nsqd.remove_client(self.id)
         self._transport.close()
 
     def _stop_timers(self) -> None:

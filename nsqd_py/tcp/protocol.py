@@ -6,24 +6,25 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import gevent
-
 from ..cluster.auth import AuthError, AuthServers, AuthState
 from ..config.options import TOPOLOGY_EXPERIMENT
 from ..core.consumer import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED
-from ..core.errors import BackendError, ExitingError, MessageError
 from ..core.message import MSG_ID_LENGTH
 from ..go import jsonenc
 from ..go.gocompat import go_quote
 from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
+from . import broker_commands
 from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost
 from .errors import ClientError, FatalClientError, client_text
 from .identify import IdentifyData, parse_identify
 
 if TYPE_CHECKING:
+    import ssl
+
     from ..cluster.context import ServerContext
-    from ..core.topic import Topic
+    from ..config.options import Options
+    from ..runtime.log import Logger
 
 OK = b"OK"
 _INT32 = struct.Struct(">i")
@@ -46,17 +47,19 @@ def message_id(raw: bytes) -> bytes:
     return raw
 
 
-class ProtocolV2:
-    """Runs one client's command loop; one instance per connection."""
+class ProtocolV2Base:
+    """Runs one client's command loop and checks every command as nsqd does; one instance per connection. What a
+    command does to topics and channels is left to the subclass: `ProtocolV2` does it to the broker in this process,
+    an I/O worker's `WorkerProtocolV2` forwards it to the broker process."""
 
-    def __init__(self, ctx: ServerContext, client: ClientV2) -> None:
-        self.nsqd = nsqd = ctx.nsqd
+    def __init__(self, opts: Options, logger: Logger, auth_servers: AuthServers | None,
+                 tls_context: ssl.SSLContext | None, client: ClientV2) -> None:
         self.client = client
-        self.opts = nsqd.opts
-        self.log = nsqd.logger
+        self.opts = opts
+        self.log = logger
         #: fixed at start-up: read once here rather than through the context on every command
-        self.auth_servers = ctx.auth_servers
-        self.tls_context = ctx.tls_context
+        self.auth_servers = auth_servers
+        self.tls_context = tls_context
         self._dispatch_pending = False
         self._commands: dict[bytes, Callable[[list[bytes]], bytes | None]] = {
             b"FIN": self.fin,
@@ -340,21 +343,8 @@ class ProtocolV2:
         if not is_valid_name(channel_name):
             raise FatalClientError("E_BAD_CHANNEL", f"SUB channel name {go_quote(params[2])} is not valid")
         self._check_auth("SUB", topic_name, channel_name)
-        for attempt in (1, 2):
-            try:
-                topic = self.nsqd.get_topic(topic_name)
-                channel = topic.get_channel(channel_name)
-                channel.add_client(client)
-            except MessageError as err:
-                raise FatalClientError("E_SUB_FAILED", f"SUB failed {err}") from None
-            except ExitingError:
-                if attempt == 1:
-                    gevent.sleep(0.1)  # an ephemeral topic/channel mid-deletion: try once more, like nsqd
-                    continue
-                raise FatalClientError("E_SUB_FAILED", "SUB failed to deleted topic/channel") from None
-            break
+        self._subscribe(topic_name, channel_name)
         client.state = STATE_SUBSCRIBED
-        client.channel = channel
         return OK
 
     def rdy(self, params: list[bytes]) -> None:
@@ -372,19 +362,14 @@ class ProtocolV2:
             count = parsed
         if not 0 <= count <= self.opts.max_rdy_count:
             raise FatalClientError("E_INVALID", f"RDY count {count} out of range 0-{self.opts.max_rdy_count}")
-        client.set_ready_count(count)
+        self._ready(count)
         return None
 
     def fin(self, params: list[bytes]) -> None:
         self._require_subscribed("FIN", allow_closing=True)
         if len(params) < 2:
             raise FatalClientError("E_INVALID", "FIN insufficient number of params")
-        msg_id = message_id(params[1])
-        try:
-            self.client.channel.finish(self.client, msg_id, dispatch=False)  # type: ignore[union-attr]
-            self._dispatch_pending = True
-        except MessageError as err:
-            raise ClientError("E_FIN_FAILED", f"FIN {client_text(msg_id)} failed {err}") from None
+        self._finish(message_id(params[1]))
         return None
 
     def req(self, params: list[bytes]) -> None:
@@ -402,21 +387,14 @@ class ProtocolV2:
                 f"PROTOCOL(V2): [{self.client}] REQ timeout {timeout_ms * 1_000_000} out of range "
                 f"0-{self.opts.max_req_timeout}. Setting to {clamped * 1_000_000}"
             )
-        try:
-            self.client.channel.requeue(self.client, msg_id, clamped / 1000)  # type: ignore[union-attr]
-        except (MessageError, ExitingError) as err:
-            raise ClientError("E_REQ_FAILED", f"REQ {client_text(msg_id)} failed {err}") from None
+        self._requeue(msg_id, clamped)
         return None
 
     def touch(self, params: list[bytes]) -> None:
         self._require_subscribed("TOUCH", allow_closing=True)
         if len(params) < 2:
             raise FatalClientError("E_INVALID", "TOUCH insufficient number of params")
-        msg_id = message_id(params[1])
-        try:
-            self.client.channel.touch(self.client, msg_id)  # type: ignore[union-attr]
-        except MessageError as err:
-            raise ClientError("E_TOUCH_FAILED", f"TOUCH {client_text(msg_id)} failed {err}") from None
+        self._touch(message_id(params[1]))
         return None
 
     def cls(self, params: list[bytes]) -> bytes:
@@ -430,15 +408,7 @@ class ProtocolV2:
 
     # ---- publishing ---------------------------------------------------------------------------
 
-    def _publish(self, topic_name: str, cmd: str, bodies: list[bytes], deferred: float = 0.0) -> bytes:
-        try:
-            self.nsqd.get_topic(topic_name).publish(bodies, deferred)
-        except (ExitingError, BackendError) as err:
-            raise FatalClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
-        self.client.published(topic_name, len(bodies))
-        return OK
-
-    def pub(self, params: list[bytes]) -> bytes:
+    def pub(self, params: list[bytes]) -> bytes | None:
         if len(params) < 2:
             raise FatalClientError("E_INVALID", "PUB insufficient number of parameters")
         topic_name = self._topic_name("PUB", params[1])
@@ -446,7 +416,7 @@ class ProtocolV2:
         self._check_auth("PUB", topic_name, "")
         return self._publish(topic_name, "PUB", [body])
 
-    def dpub(self, params: list[bytes]) -> bytes:
+    def dpub(self, params: list[bytes]) -> bytes | None:
         if len(params) < 3:
             raise FatalClientError("E_INVALID", "DPUB insufficient number of parameters")
         topic_name = self._topic_name("DPUB", params[1])
@@ -458,14 +428,14 @@ class ProtocolV2:
             raise FatalClientError("E_INVALID", f"DPUB timeout {timeout_ms} out of range 0-{max_ms}")
         body = self._read_message_body("DPUB")
         self._check_auth("DPUB", topic_name, "")
-        return self._publish(topic_name, "DPUB", [body], timeout_ms / 1000)
+        return self._publish(topic_name, "DPUB", [body], timeout_ms)
 
-    def mpub(self, params: list[bytes]) -> bytes:
+    def mpub(self, params: list[bytes]) -> bytes | None:
         if len(params) < 2:
             raise FatalClientError("E_INVALID", "MPUB insufficient number of parameters")
         topic_name = self._topic_name("MPUB", params[1], code_prefix="E_BAD_TOPIC ")
         self._check_auth("MPUB", topic_name, "")
-        self._get_topic("MPUB", topic_name)  # nsqd creates the topic before reading the body
+        self._create_topic("MPUB", topic_name)  # nsqd creates the topic before reading the body
         opts = self.opts
         size = self._read_len("E_BAD_BODY", "MPUB failed to read body size")
         if size <= 0:
@@ -514,8 +484,60 @@ class ProtocolV2:
                 bodies.append(self._read_body(msg_size, "E_BAD_MESSAGE", "MPUB failed to read message body"))
         return bodies
 
-    def _get_topic(self, cmd: str, name: str) -> Topic:
-        try:
-            return self.nsqd.get_topic(name)
-        except ExitingError as err:
-            raise FatalClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
+    # ---- what commands do to topics and channels (the subclass's) ------------------------------
+
+    def _subscribe(self, topic_name: str, channel_name: str) -> None:
+        """Add the client to the channel; FatalClientError (E_SUB_FAILED) when it cannot be."""
+        raise NotImplementedError
+
+    def _ready(self, count: int) -> None:
+        raise NotImplementedError
+
+    def _finish(self, msg_id: bytes) -> None:
+        """FIN; ClientError (E_FIN_FAILED) when the message is not this client's in flight."""
+        raise NotImplementedError
+
+    def _requeue(self, msg_id: bytes, delay_ms: int) -> None:
+        raise NotImplementedError
+
+    def _touch(self, msg_id: bytes) -> None:
+        raise NotImplementedError
+
+    def _publish(self, topic_name: str, cmd: str, bodies: list[bytes], deferred_ms: int = 0) -> bytes | None:
+        """Publish; the answer, or None when it comes later (always in order with the other answers)."""
+        raise NotImplementedError
+
+    def _create_topic(self, cmd: str, name: str) -> None:
+        raise NotImplementedError
+
+
+class ProtocolV2(ProtocolV2Base):
+    """The command loop of a connection served in the broker's own process."""
+
+    def __init__(self, ctx: ServerContext, client: ClientV2) -> None:
+        super().__init__(ctx.opts, ctx.logger, ctx.auth_servers, ctx.tls_context, client)
+        self.nsqd = ctx.nsqd
+
+    def _subscribe(self, topic_name: str, channel_name: str) -> None:
+        self.client.channel = broker_commands.subscribe(self.nsqd, self.client, topic_name, channel_name)
+
+    def _ready(self, count: int) -> None:
+        self.client.set_ready_count(count)
+
+    def _finish(self, msg_id: bytes) -> None:
+        broker_commands.finish(self.client.channel, self.client, msg_id)  # type: ignore[arg-type]
+        self._dispatch_pending = True
+
+    def _requeue(self, msg_id: bytes, delay_ms: int) -> None:
+        broker_commands.requeue(self.client.channel, self.client, msg_id, delay_ms)  # type: ignore[arg-type]
+
+    def _touch(self, msg_id: bytes) -> None:
+        broker_commands.touch(self.client.channel, self.client, msg_id)  # type: ignore[arg-type]
+
+    def _publish(self, topic_name: str, cmd: str, bodies: list[bytes], deferred_ms: int = 0) -> bytes | None:
+        broker_commands.publish(self.nsqd, topic_name, cmd, bodies, deferred_ms)
+        self.client.published(topic_name, len(bodies))
+        return OK
+
+    def _create_topic(self, cmd: str, name: str) -> None:
+        broker_commands.create_topic(self.nsqd, cmd, name)

@@ -11,6 +11,7 @@ from gevent.server import StreamServer
 from ..cluster.context import ServerContext
 from ..go.gocompat import join_host_port
 from ..runtime.listen import display_address, remove_socket_file, unix_path
+from ..runtime.log import Logger
 from ..runtime.outbox import Outbox
 from .client import ClientV2
 from .protocol import ProtocolV2
@@ -57,33 +58,43 @@ class TCPServer:
 
     def handle(self, sock: socket.socket, address: object) -> None:
         """Serve one accepted connection until it ends (the StreamServer calls it; in-process tests too)."""
-        log = self.nsqd.logger
-        remote = peer_address(sock, address)
-        if sock.family != socket.AF_UNIX:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        log.info(f"TCP: new client({remote})")
-        try:
-            magic = _read_magic(sock)
-        except OSError as err:
-            log.error(f"failed to read protocol version - {err}")
-            sock.close()
-            return
-        log.info(f"CLIENT({remote}): desired protocol magic '{magic.decode('latin-1')}'")
-        if magic != _MAGIC_V2:
-            with contextlib.suppress(OSError):
-                sock.sendall(_BAD_PROTOCOL_FRAME)
-            sock.close()
-            log.error(f"client({remote}) bad protocol magic '{magic.decode('latin-1')}'")
+        nsqd = self.nsqd
+        remote = greet(sock, address, nsqd.logger)
+        if remote is None:
             return
         if self._outbox is None:
             self._outbox = Outbox()
-        client = ClientV2(self.nsqd, sock, remote, self._outbox)
+        client = ClientV2(nsqd.opts, nsqd.logger, nsqd.new_client_id(), sock, remote, self._outbox)
         self.connections[client.id] = client
-        self.nsqd.add_client(client.id, client)
+        nsqd.add_client(client.id, client)
         try:
             ProtocolV2(self.ctx, client).io_loop()
         finally:
+            nsqd.remove_client(client.id)
             self.connections.pop(client.id, None)
+
+
+def greet(sock: socket.socket, address: object, log: Logger) -> str | None:
+    """A new connection's first steps, logged as nsqd logs them: its remote address once it sent protocol V2's
+    magic; None (the socket closed) when it sent something else or nothing."""
+    remote = peer_address(sock, address)
+    if sock.family != socket.AF_UNIX:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    log.info(f"TCP: new client({remote})")
+    try:
+        magic = _read_magic(sock)
+    except OSError as err:
+        log.error(f"failed to read protocol version - {err}")
+        sock.close()
+        return None
+    log.info(f"CLIENT({remote}): desired protocol magic '{magic.decode('latin-1')}'")
+    if magic != _MAGIC_V2:
+        with contextlib.suppress(OSError):
+            sock.sendall(_BAD_PROTOCOL_FRAME)
+        sock.close()
+        log.error(f"client({remote}) bad protocol magic '{magic.decode('latin-1')}'")
+        return None
+    return remote
 
 
 def _read_magic(sock: socket.socket) -> bytes:

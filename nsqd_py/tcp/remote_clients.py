@@ -1,0 +1,272 @@
+"""The broker's side of an I/O worker: the worker's connections as consumers and producers of this broker.
+
+A worker forwards what its clients' commands do to topics and channels (records.py); this applies them with the
+same rules and answers as a connection served here (broker_commands.py). Records that cannot block (RDY, FIN,
+REQ, TOUCH, CLS, and a publish to a settled topic when OK does not wait for a disk) are applied as they are read;
+the others (SUB, a publish that waits for fsync or a new topic's metadata) run in a greenlet of their
+connection, in order with its other publishes, so one slow command holds up nobody else.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import gevent
+import orjson
+
+from ..core.consumer import STATE_CLOSING, STATE_SUBSCRIBED, Consumer
+from . import broker_commands, records
+from .errors import ClientError
+
+if TYPE_CHECKING:
+    from ..core.channel import Channel
+    from ..core.message import Message
+    from ..core.nsqd import NSQD
+    from ..runtime.link import Link
+
+_LENGTH = struct.Struct(">i")
+_ID_LENGTH = 16
+#: the fields of an IDENTITY record, all of them shown by /stats
+_IDENTITY_FIELDS = (
+    "client_id", "hostname", "user_agent", "msg_timeout", "sample_rate", "deflate", "snappy", "tls", "tls_version",
+    "tls_cipher_suite", "tls_negotiated_protocol", "tls_negotiated_protocol_is_mutual", "authed", "auth_identity",
+    "auth_identity_url", "topology_zone", "topology_region",
+)
+
+
+class RemoteClient(Consumer):
+    """A worker's connection as the broker keeps it: delivery state, and what /stats shows of it."""
+
+    __slots__ = (
+        "_commands", "auth_identity", "auth_identity_url", "authed", "channel", "client_id", "conn", "connect_ts",
+        "deflate", "hostname", "id", "link", "pub_counts", "refused", "remote_address", "snappy", "tls",
+        "tls_cipher_suite", "tls_negotiated_protocol", "tls_negotiated_protocol_is_mutual", "tls_version",
+        "topology_region", "topology_zone", "user_agent",
+    )
+
+    def __init__(self, link: Link, conn: int, client_id: int, remote_address: str, msg_timeout: float) -> None:
+        super().__init__()
+        self.link = link
+        self.conn = conn
+        self.id = client_id
+        self.remote_address = remote_address
+        host = remote_address.rsplit(":", 1)[0] if ":" in remote_address else remote_address
+        self.client_id = host
+        self.hostname = host
+        self.user_agent = ""
+        self.connect_ts = int(time.time())
+        self.msg_timeout = msg_timeout
+        self.channel: Channel | None = None
+        self.pub_counts: dict[str, int] = {}
+        self.deflate = self.snappy = self.tls = self.authed = False
+        self.tls_negotiated_protocol_is_mutual = False
+        self.tls_version = self.tls_cipher_suite = self.tls_negotiated_protocol = ""
+        self.auth_identity = self.auth_identity_url = self.topology_zone = self.topology_region = ""
+        #: the broker failed one of its commands fatally: the worker closes it, the commands after are ignored
+        self.refused = False
+        #: commands waiting for the connection's greenlet (None: it is not running)
+        self._commands: deque[Callable[[], None]] | None = None
+
+    def send_message(self, msg: Message) -> None:
+        self.link.send(records.MESSAGE if self.is_ready() else records.MESSAGE_NOW, self.conn, msg.frame())
+
+    def close(self) -> None:
+        self.link.send(records.KICK, self.conn)
+
+    def published(self, topic: str, count: int) -> None:
+        self.pub_counts[topic] = self.pub_counts.get(topic, 0) + count
+
+    def set_identity(self, fields: dict) -> None:
+        for name in _IDENTITY_FIELDS:
+            setattr(self, name, fields[name])
+
+    def busy(self) -> bool:
+        return self._commands is not None
+
+    def run_in_turn(self, command: Callable[[], None]) -> None:
+        """Run ``command`` in this connection's greenlet, after the ones before it."""
+        if self._commands is None:
+            self._commands = deque([command])
+            gevent.spawn(self._run_commands)
+        else:
+            self._commands.append(command)
+
+    def _run_commands(self) -> None:
+        commands = self._commands
+        assert commands is not None
+        while commands:
+            command = commands.popleft()
+            if not self.refused:
+                command()
+        self._commands = None
+
+
+class WorkerClients:
+    """The connections of one I/O worker, and what its records do to the broker."""
+
+    def __init__(self, nsqd: NSQD, link: Link) -> None:
+        self.nsqd = nsqd
+        self.link = link
+        self.clients: dict[int, RemoteClient] = {}
+        self._to_dispatch: set[Channel] = set()
+        self._handlers: dict[int, Callable[[RemoteClient, bytes], None]] = {
+            records.IDENTITY: self._identity,
+            records.SUB: self._sub,
+            records.RDY: self._rdy,
+            records.FIN: self._fin,
+            records.REQ: self._req,
+            records.TOUCH: self._touch,
+            records.CLS: self._cls,
+            records.PUB: self._pub,
+            records.DPUB: self._dpub,
+            records.MPUB: self._mpub,
+            records.CREATE_TOPIC: self._create_topic,
+            records.CLOSED: self._closed,
+        }
+
+    def handle(self, kind: int, conn: int, payload: bytes) -> None:
+        if kind == records.OPEN:
+            self._open(conn, payload)
+            return
+        client = self.clients.get(conn)
+        if client is not None and (not client.refused or kind == records.CLOSED):
+            self._handlers[kind](client, payload)
+
+    def after_read(self) -> None:
+        """Refill the consumers whose FINs this read brought, once per channel."""
+        if self._to_dispatch:
+            channels = self._to_dispatch
+            self._to_dispatch = set()
+            for channel in channels:
+                channel.dispatch()
+
+    def drop_all(self) -> None:
+        """The worker is gone: its connections are too."""
+        for client in list(self.clients.values()):
+            self._closed(client, b"")
+
+    # ---- records ----------------------------------------------------------------------------------
+
+    def _open(self, conn: int, payload: bytes) -> None:
+        nsqd = self.nsqd
+        client = RemoteClient(self.link, conn, nsqd.new_client_id(), payload.decode(), nsqd.opts.msg_timeout / 1e9)
+        self.clients[conn] = client
+        nsqd.add_client(client.id, client)
+
+    def _identity(self, client: RemoteClient, payload: bytes) -> None:
+        client.set_identity(orjson.loads(payload))
+
+    def _sub(self, client: RemoteClient, payload: bytes) -> None:
+        topic_name, _, channel_name = payload.decode("latin-1").partition("\n")
+
+        def sub() -> None:
+            try:
+                client.channel = broker_commands.subscribe(self.nsqd, client, topic_name, channel_name)
+            except ClientError as err:
+                self._refuse(client, err)
+                return
+            client.state = STATE_SUBSCRIBED
+            self.link.send(records.ANSWER, client.conn, broker_commands.OK)
+
+        client.run_in_turn(sub)
+
+    def _rdy(self, client: RemoteClient, payload: bytes) -> None:
+        client.ready_count = int(payload)
+        if client.channel is not None and client.is_ready():
+            client.channel.dispatch()
+
+    def _fin(self, client: RemoteClient, payload: bytes) -> None:
+        channel = client.channel
+        if channel is not None:
+            try:
+                broker_commands.finish(channel, client, payload)
+            except ClientError as err:
+                self._error(client, err)
+                return
+            self._to_dispatch.add(channel)
+
+    def _req(self, client: RemoteClient, payload: bytes) -> None:
+        if client.channel is not None:
+            try:
+                broker_commands.requeue(client.channel, client, payload[:_ID_LENGTH], int(payload[_ID_LENGTH:]))
+            except ClientError as err:
+                self._error(client, err)
+
+    def _touch(self, client: RemoteClient, payload: bytes) -> None:
+        if client.channel is not None:
+            try:
+                broker_commands.touch(client.channel, client, payload)
+            except ClientError as err:
+                self._error(client, err)
+
+    def _cls(self, client: RemoteClient, payload: bytes) -> None:
+        client.ready_count = 0
+        client.state = STATE_CLOSING
+
+    def _pub(self, client: RemoteClient, payload: bytes) -> None:
+        topic, _, body = payload.partition(b"\n")
+        self._publish(client, topic.decode("latin-1"), "PUB", [body], 0)
+
+    def _dpub(self, client: RemoteClient, payload: bytes) -> None:
+        topic, _, rest = payload.partition(b"\n")
+        delay, _, body = rest.partition(b"\n")
+        self._publish(client, topic.decode("latin-1"), "DPUB", [body], int(delay))
+
+    def _mpub(self, client: RemoteClient, payload: bytes) -> None:
+        topic, _, packed = payload.partition(b"\n")
+        bodies = []
+        pos = 0
+        unpack = _LENGTH.unpack_from
+        while pos < len(packed):
+            (size,) = unpack(packed, pos)
+            bodies.append(packed[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+        self._publish(client, topic.decode("latin-1"), "MPUB", bodies, 0)
+
+    def _publish(self, client: RemoteClient, topic_name: str, cmd: str, bodies: list[bytes], deferred_ms: int) -> None:
+        def publish() -> None:
+            try:
+                broker_commands.publish(self.nsqd, topic_name, cmd, bodies, deferred_ms)
+            except ClientError as err:
+                self._refuse(client, err)
+                return
+            client.published(topic_name, len(bodies))
+            self.link.send(records.ANSWER, client.conn, broker_commands.OK)
+
+        nsqd = self.nsqd
+        if client.busy() or nsqd.acks.durable or not nsqd.metadata_file.is_settled(topic_name) \
+                or topic_name not in nsqd.topics:
+            client.run_in_turn(publish)
+        else:
+            publish()
+
+    def _create_topic(self, client: RemoteClient, payload: bytes) -> None:
+        topic_name, _, cmd = payload.decode("latin-1").partition("\n")
+
+        def create() -> None:
+            try:
+                broker_commands.create_topic(self.nsqd, cmd, topic_name)
+            except ClientError as err:
+                self._refuse(client, err)
+                return
+            self.link.send(records.ANSWER, client.conn)
+
+        client.run_in_turn(create)
+
+    def _closed(self, client: RemoteClient, payload: bytes) -> None:
+        self.clients.pop(client.conn, None)
+        if client.channel is not None:
+            client.channel.remove_client(client)
+        self.nsqd.remove_client(client.id)
+
+    def _refuse(self, client: RemoteClient, err: ClientError) -> None:
+        client.refused = True
+        self.link.send(records.FATAL, client.conn, err.payload)
+
+    def _error(self, client: RemoteClient, err: ClientError) -> None:
+        self.nsqd.logger.error(f"[{client.remote_address}] - {err}")
+        self.link.send(records.ERROR, client.conn, err.payload)

@@ -1,0 +1,230 @@
+"""An I/O worker's side of a connection: the protocol runs here, topics and channels are the broker's.
+
+Commands that change the broker go to it as records (records.py) without waiting, except SUB, whose answer decides
+what the connection may do next. Answers only the broker can give (to PUB, DPUB, MPUB, SUB) come back in the
+order the commands went; an answer the worker gives itself (IDENTIFY, CLS, a heartbeat) waits behind the broker's
+answers still due, so the client sees them in the order of its commands.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+from collections import deque
+from typing import TYPE_CHECKING
+
+import orjson
+from gevent.event import AsyncResult, Event
+
+from ..cluster.auth import AuthServers, AuthState
+from . import records
+from .client import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, ClientV2
+from .errors import FatalClientError
+from .protocol import ProtocolV2Base
+
+if TYPE_CHECKING:
+    from ..config.options import Options
+    from ..runtime.link import Link
+    from ..runtime.log import Logger
+    from ..runtime.outbox import Outbox
+
+_LENGTH = struct.Struct(">i")
+#: how long a closing connection waits for the broker's answers to its last commands (a publish may wait for fsync)
+_ANSWERS_DUE_SECONDS = 10.0
+
+
+class WorkerClient(ClientV2):
+    """A client connection of a worker: answers held in command order, the broker's deliveries and verdicts."""
+
+    __slots__ = ("_answered_all", "_held", "_link", "_waiters", "broker_ended", "created_topics")
+
+    def __init__(self, opts: Options, logger: Logger, conn: int, sock: socket.socket, remote_address: str,
+                 outbox: Outbox, link: Link) -> None:
+        super().__init__(opts, logger, conn, sock, remote_address, outbox)
+        self._link = link
+        #: one entry per command the broker still has to answer: None when the answer goes to the client, else
+        #: the result a waiting command reads
+        self._waiters: deque[AsyncResult | None] = deque()
+        #: the worker's own answers, held until the broker's due before them went out
+        self._held: list[tuple[bytes, int]] = []
+        #: the broker failed a command fatally: the connection ends at its next read
+        self.broker_ended = False
+        #: topics this connection's MPUBs created already
+        self.created_topics: set[str] = set()
+        #: set when the broker answered every command (made by a closing connection that waits for that)
+        self._answered_all: Event | None = None
+
+    # ---- commands out ---------------------------------------------------------------------------
+
+    def forward(self, kind: int, payload: bytes = b"") -> None:
+        self._link.send(kind, self.id, payload)
+
+    def forward_awaited(self, kind: int, payload: bytes) -> None:
+        """Forward a command whose answer (or fatal error) goes to the client when it comes."""
+        self._waiters.append(None)
+        self._link.send(kind, self.id, payload)
+
+    def ask(self, kind: int, payload: bytes) -> bytes:
+        """Forward a command and wait for its answer; FatalClientError when the broker refused it."""
+        result = AsyncResult()
+        self._waiters.append(result)
+        self._link.send(kind, self.id, payload)
+        answer: bytes = result.get()
+        return answer
+
+    def send_identity(self) -> None:
+        """Tell the broker what /stats shows of this client and how to deliver to it."""
+        self.forward(records.IDENTITY, orjson.dumps({
+            "client_id": self.client_id, "hostname": self.hostname, "user_agent": self.user_agent,
+            "msg_timeout": self.msg_timeout, "sample_rate": self.sample_rate, "deflate": self.deflate,
+            "snappy": self.snappy, "tls": self.tls, "tls_version": self.tls_version,
+            "tls_cipher_suite": self.tls_cipher_suite, "tls_negotiated_protocol": self.tls_negotiated_protocol,
+            "tls_negotiated_protocol_is_mutual": self.tls_negotiated_protocol_is_mutual, "authed": self.authed,
+            "auth_identity": self.auth_identity, "auth_identity_url": self.auth_identity_url,
+            "topology_zone": self.topology_zone, "topology_region": self.topology_region,
+        }))
+
+    def set_auth_state(self, state: AuthState) -> None:
+        super().set_auth_state(state)
+        self.send_identity()
+
+    # ---- answers in -----------------------------------------------------------------------------
+
+    def send_response(self, data: bytes, frame_type: int = FRAME_TYPE_RESPONSE) -> None:
+        if self._waiters:
+            self._held.append((data, frame_type))
+        else:
+            super().send_response(data, frame_type)
+
+    def answered(self, data: bytes) -> None:
+        """The broker's answer to the oldest command still due (empty: nothing to send)."""
+        if not self._waiters:
+            return
+        waiter = self._waiters.popleft()
+        if waiter is not None:
+            waiter.set(data)
+        elif data:
+            super().send_response(data)
+        self._release_held()
+
+    def refused(self, data: bytes) -> None:
+        """The broker failed the oldest command due, fatally: the error frame goes out, the connection ends."""
+        waiter = self._waiters.popleft() if self._waiters else None
+        code, _, text = data.decode("utf-8", "surrogateescape").partition(" ")
+        if waiter is not None:
+            waiter.set_exception(FatalClientError(code, text))
+            return
+        super().send_response(data, FRAME_TYPE_ERROR)
+        self.logger.error(f"[{self}] - {code} {text}")
+        self.end_reading()
+
+    def end_reading(self) -> None:
+        self.broker_ended = True
+        self._waiters.clear()
+        self._held.clear()
+        self._loop.run_callback(self._interrupt_read)
+
+    def _interrupt_read(self) -> None:
+        """In the hub: a throw from the link's greenlet would leave that greenlet never resumed."""
+        if self._reading:
+            self._reader.throw(EOFError())
+
+    def read_line(self) -> bytes:
+        if self.broker_ended:
+            raise EOFError
+        return super().read_line()
+
+    def _release_held(self) -> None:
+        if self._waiters:
+            return
+        if self._held:
+            held = self._held
+            self._held = []
+            for data, frame_type in held:
+                super().send_response(data, frame_type)
+        if self._answered_all is not None:
+            self._answered_all.set()
+
+    def finish_connection(self) -> None:
+        """The answers the broker still owes go out first (a fatal error's frame waits behind them)."""
+        if self._waiters and not self.broker_ended and not self._link.closed:
+            self._answered_all = Event()
+            self._answered_all.wait(_ANSWERS_DUE_SECONDS)
+        super().finish_connection()
+
+
+class WorkerProtocolV2(ProtocolV2Base):
+    """Protocol V2 in an I/O worker: checks here, topics and channels in the broker."""
+
+    def __init__(self, opts: Options, logger: Logger, auth_servers: AuthServers | None,
+                 tls_context: ssl.SSLContext | None, client: WorkerClient) -> None:
+        super().__init__(opts, logger, auth_servers, tls_context, client)
+        self.worker_client = client
+
+    def identify(self, params: list[bytes]) -> bytes | None:
+        answer = super().identify(params)
+        self.worker_client.send_identity()
+        return answer
+
+    def cls(self, params: list[bytes]) -> bytes:
+        answer = super().cls(params)
+        self.worker_client.forward(records.CLS)
+        return answer
+
+    def _subscribe(self, topic_name: str, channel_name: str) -> None:
+        self.worker_client.ask(records.SUB, f"{topic_name}\n{channel_name}".encode("latin-1"))
+
+    def _ready(self, count: int) -> None:
+        self.worker_client.forward(records.RDY, str(count).encode())
+
+    def _finish(self, msg_id: bytes) -> None:
+        self.worker_client.forward(records.FIN, msg_id)
+
+    def _requeue(self, msg_id: bytes, delay_ms: int) -> None:
+        self.worker_client.forward(records.REQ, msg_id + str(delay_ms).encode())
+
+    def _touch(self, msg_id: bytes) -> None:
+        self.worker_client.forward(records.TOUCH, msg_id)
+
+    def _publish(self, topic_name: str, cmd: str, bodies: list[bytes], deferred_ms: int = 0) -> bytes | None:
+        topic = topic_name.encode("latin-1")
+        if cmd == "PUB":
+            self.worker_client.forward_awaited(records.PUB, topic + b"\n" + bodies[0])
+        elif cmd == "DPUB":
+            self.worker_client.forward_awaited(records.DPUB, b"%s\n%d\n%s" % (topic, deferred_ms, bodies[0]))
+        else:
+            pack = _LENGTH.pack
+            self.worker_client.forward_awaited(records.MPUB, topic + b"\n" + b"".join(
+                pack(len(body)) + body for body in bodies))
+        return None
+
+    def _create_topic(self, cmd: str, name: str) -> None:
+        client = self.worker_client
+        if name not in client.created_topics:
+            client.created_topics.add(name)
+            client.forward_awaited(records.CREATE_TOPIC, f"{name}\n{cmd}".encode("latin-1"))
+
+
+class WorkerConnections:
+    """The worker's connections by number, and what the broker's records do to them."""
+
+    def __init__(self) -> None:
+        self.clients: dict[int, WorkerClient] = {}
+
+    def handle(self, kind: int, conn: int, payload: bytes) -> None:
+        client = self.clients.get(conn)
+        if client is None:
+            return  # it closed while the record was on its way
+        if kind == records.MESSAGE:
+            client.send_message_frame(payload, False)
+        elif kind == records.MESSAGE_NOW:
+            client.send_message_frame(payload, True)
+        elif kind == records.ANSWER:
+            client.answered(payload)
+        elif kind == records.ERROR:
+            ClientV2.send_response(client, payload, FRAME_TYPE_ERROR)
+        elif kind == records.FATAL:
+            client.refused(payload)
+        elif kind == records.KICK:
+            client.close()
