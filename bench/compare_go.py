@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/compare_go.py                                   # ours only
     .venv/bin/python bench/compare_go.py --go-dir ../shared/reference-go  # + Go's nsqd, bench_writer/reader
+    .venv/bin/python bench/compare_go.py --io-workers 1 ...               # + ours with an I/O worker process
 
 Each round starts a fresh server (fresh data dir) per workload; rounds alternate ours, Go, ours, Go. With
 --go-dir, NSQ's own bench_writer/bench_reader generate the load for both servers (else bench/'s Python ones).
@@ -50,9 +51,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def own_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time and that of its live descendants (nsqd's I/O workers)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except FileNotFoundError:
+        children = []
+    return own_cpu_seconds(pid) + sum(cpu_seconds(int(child)) for child in children)
 
 
 def pinned_to(cpus: set[int] | None) -> Callable[[], None] | None:
@@ -63,9 +76,11 @@ def pinned_to(cpus: set[int] | None) -> Callable[[], None] | None:
 
 
 def rss_mib(pid: int) -> float:
+    """The process's resident set and its descendants' (nsqd's I/O workers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
+            return int(line.split()[1]) / 1024 + sum(rss_mib(int(child)) for child in children)
     return 0.0
 
 
@@ -76,6 +91,8 @@ class Server:
         """``cpus``: the cores the server (every thread it starts) may run on."""
         self.tcp, self.http = free_port(), free_port()
         self.data = data or tempfile.mkdtemp(prefix="nsqd-bench-")
+        self._own_marks: list[float] = []
+        self._cpu_marks: list[float] = []
         self.proc = subprocess.Popen([str(binary), f"--tcp-address=127.0.0.1:{self.tcp}",
                                       f"--http-address=127.0.0.1:{self.http}", f"--data-path={self.data}", *flags],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -98,7 +115,17 @@ class Server:
         self.post("/channel/create?topic=sub_bench&channel=ch")
 
     def cpu(self) -> float:
-        return cpu_seconds(self.proc.pid)
+        """CPU seconds so far, with the I/O workers'; the broker process's own are noted for broker_share."""
+        self._own_marks.append(own_cpu_seconds(self.proc.pid))
+        self._cpu_marks.append(cpu_seconds(self.proc.pid))
+        return self._cpu_marks[-1]
+
+    def broker_share(self) -> float | None:
+        """Of the CPU between the last two cpu() calls, the part the broker process itself used (None without
+        I/O workers)."""
+        own = self._own_marks[-1] - self._own_marks[-2]
+        total = self._cpu_marks[-1] - self._cpu_marks[-2]
+        return own / total if total and own != total else None
 
     def stop(self, keep_data: bool = False) -> None:
         self.proc.terminate()
@@ -116,6 +143,12 @@ class Result:
     rate: float  # per second (messages or requests)
     cpu_us: float  # server CPU per message/request, microseconds
     extra: str = ""
+    #: with I/O workers: the broker process's part of cpu_us
+    broker_share: float | None = None
+
+    def describe(self) -> str:
+        share = "" if self.broker_share is None else f"(broker {self.broker_share * 100:.0f}%) "
+        return share + self.extra
 
 
 @dataclass
@@ -157,7 +190,7 @@ def publish(binary: Path, load: Load, memq: int, *flags: str) -> Result:
         before = server.cpu()
         rate = load.write(server, load.runfor)
         used = server.cpu() - before
-        return Result(rate, used / (rate * load.runfor) * 1e6)
+        return Result(rate, used / (rate * load.runfor) * 1e6, broker_share=server.broker_share())
     finally:
         server.stop()
 
@@ -179,7 +212,7 @@ def consume(binary: Path, load: Load, memq: int, *flags: str) -> Result:
         seconds = max(2.0, load.runfor / 2)
         rate = load.read(server, seconds)
         used = server.cpu() - before
-        return Result(rate, used / (rate * seconds) * 1e6)
+        return Result(rate, used / (rate * seconds) * 1e6, broker_share=server.broker_share())
     finally:
         server.stop()
 
@@ -214,7 +247,7 @@ def pub_connections(binary: Path, load: Load, *flags: str, connections: int = 32
         before = server.cpu()
         outcome = round_trip.pub_loop(server.tcp, connections, load.runfor)
         used = server.cpu() - before
-        return Result(outcome.rate(), used / outcome.count * 1e6, outcome.summary())
+        return Result(outcome.rate(), used / outcome.count * 1e6, outcome.summary(), broker_share=server.broker_share())
     finally:
         server.stop()
 
@@ -228,7 +261,7 @@ def rdy1_consume(binary: Path, load: Load, connections: int) -> Result:
         before = server.cpu()
         outcome = round_trip.rdy1_consume(server.tcp, connections, load.runfor)
         used = server.cpu() - before
-        return Result(outcome.rate(), used / outcome.count * 1e6)
+        return Result(outcome.rate(), used / outcome.count * 1e6, broker_share=server.broker_share())
     finally:
         server.stop()
 
@@ -243,7 +276,8 @@ def deliver_latency(binary: Path, load: Load, rate: int, consumers: int) -> Resu
         before = server.cpu()
         outcome = round_trip.publish_to_deliver(server.tcp, rate, consumers, load.runfor)
         used = server.cpu() - before
-        return Result(outcome.p99(), used / (rate * load.runfor) * 1e6, outcome.summary())
+        return Result(outcome.p99(), used / (rate * load.runfor) * 1e6, outcome.summary(),
+                      broker_share=server.broker_share())
     finally:
         server.stop()
 
@@ -261,7 +295,7 @@ def http_pub(binary: Path, load: Load, *flags: str, cpus: set[int] | None = None
                              capture_output=True, text=True, timeout=load.runfor + 60, preexec_fn=pinned_to(cpus))
         used = server.cpu() - before
         rate = float(re.search(r"Requests/sec:\s+([0-9.]+)", out.stdout).group(1))  # type: ignore[union-attr]
-        return Result(rate, used / (rate * load.runfor) * 1e6)
+        return Result(rate, used / (rate * load.runfor) * 1e6, broker_share=server.broker_share())
     finally:
         server.stop()
 
@@ -271,13 +305,17 @@ class Row:
     name: str
     run: Callable[[Path, Load], Result | None]
     unit: str = "/s"
-    ours: list[Result] = field(default_factory=list)
-    go: list[Result] = field(default_factory=list)
+    #: each server's results by its name ("ours", "ours+N workers", "go")
+    results: dict[str, list[Result]] = field(default_factory=dict)
+
+    @property
+    def go(self) -> list[Result]:
+        return self.results.get("go", [])
 
 
-def _spread(row: Row, attr: str) -> str:
-    """The lowest and highest per-round ratio ours/go of ``attr``."""
-    pairs = zip(row.ours, row.go, strict=False)  # a round whose Go run failed has no pair
+def _spread(row: Row, who: str, attr: str) -> str:
+    """The lowest and highest per-round ratio of ``who`` to go of ``attr``."""
+    pairs = zip(row.results[who], row.go, strict=False)  # a round whose Go run failed has no pair
     ratios = [getattr(o, attr) / getattr(g, attr) for o, g in pairs if getattr(g, attr)]
     return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
 
@@ -290,6 +328,8 @@ def main() -> None:
     parser.add_argument("--nsqd", type=Path, default=OURS, help="our nsqd executable")
     parser.add_argument("--skip-rss", action="store_true", help="leave out the 1M-message RSS row")
     parser.add_argument("--only", default="", help="run only the rows whose name contains this text")
+    parser.add_argument("--io-workers", type=int, default=0,
+                        help="also run ours with NSQD_PY_IO_WORKERS=N, in the same alternation")
     args = parser.parse_args()
     load = Load(args.go_dir, args.runfor)
     rows = [
@@ -313,34 +353,46 @@ def main() -> None:
     if not args.skip_rss:
         rows.append(Row("RSS, 1M x 200 B queued", rss_with_backlog, unit="MiB"))
     rows = [row for row in rows if args.only.lower() in row.name.lower()]
-    servers = [("ours", args.nsqd)] + ([("go", args.go_dir / "nsqd")] if args.go_dir else [])
+    servers: list[tuple[str, Path, str]] = [("ours", args.nsqd, "0")]
+    if args.io_workers:
+        servers.append((f"ours+{args.io_workers}w", args.nsqd, str(args.io_workers)))
+    if args.go_dir:
+        servers.append(("go", args.go_dir / "nsqd", "0"))
     for round_no in range(args.rounds):
-        for who, binary in servers:
+        for who, binary, workers in servers:
+            os.environ["NSQD_PY_IO_WORKERS"] = workers  # Go's nsqd ignores it
             for row in rows:
                 result = row.run(binary, load)
                 if result is not None:
-                    (row.ours if who == "ours" else row.go).append(result)
-                    print(f"round {round_no + 1} {who:4s} {row.name:32s} {result.rate:12.0f}{row.unit:3s}  "
-                          f"{result.cpu_us:7.2f} us/op {result.extra}", flush=True)
+                    row.results.setdefault(who, []).append(result)
+                    print(f"round {round_no + 1} {who:8s} {row.name:32s} {result.rate:12.0f}{row.unit:3s}  "
+                          f"{result.cpu_us:7.2f} us/op {result.describe()}", flush=True)
     print(f"\nload average {os.getloadavg()[0]:.2f} (2 cores), {args.rounds} alternating rounds, "
           f"load from {'Go' if args.go_dir else 'Python'} bench tools, {time.strftime('%Y-%m-%d')}")
     print("medians of the rounds; a spread is the lowest and highest ratio of round i's ours to round i's go")
-    print(f"{'workload':32s} {'ours':>12s} {'us/op':>7s} {'go':>12s} {'us/op':>7s} {'ratio':>6s} {'spread':>11s} "
+    for who, _, _ in servers:
+        if who != "go":
+            _print_table(rows, who)
+
+
+def _print_table(rows: list[Row], who: str) -> None:
+    print(f"\n{'workload':32s} {who:>12s} {'us/op':>7s} {'go':>12s} {'us/op':>7s} {'ratio':>6s} {'spread':>11s} "
           f"{'cpu ratio':>9s} {'spread':>11s}")
     for row in rows:
-        if not row.ours:
+        ours = row.results.get(who)
+        if not ours:
             continue
-        ours_rate = statistics.median(r.rate for r in row.ours)
-        ours_cpu = statistics.median(r.cpu_us for r in row.ours)
+        ours_rate = statistics.median(r.rate for r in ours)
+        ours_cpu = statistics.median(r.cpu_us for r in ours)
         line = f"{row.name:32s} {ours_rate:12.0f} {ours_cpu:7.2f}"
         if row.go:
             go_rate = statistics.median(r.rate for r in row.go)
             go_cpu = statistics.median(r.cpu_us for r in row.go)
             ratio = ours_rate / go_rate if go_rate else 0.0
             cpu_ratio = ours_cpu / go_cpu if go_cpu else 0.0
-            line += (f" {go_rate:12.0f} {go_cpu:7.2f} {ratio:5.2f}x {_spread(row, 'rate'):>11s} {cpu_ratio:8.2f}x "
-                     f"{_spread(row, 'cpu_us'):>11s}")
-        extra = " ".join(r.extra for r in row.ours + row.go if r.extra)
+            line += (f" {go_rate:12.0f} {go_cpu:7.2f} {ratio:5.2f}x {_spread(row, who, 'rate'):>11s} "
+                     f"{cpu_ratio:8.2f}x {_spread(row, who, 'cpu_us'):>11s}")
+        extra = " ".join(r.describe() for r in ours + row.go if r.describe())
         print(line + (f"  {extra}" if extra else ""))
 
 
