@@ -14,13 +14,13 @@ IO_WORKER_TESTS := tests/protocol tests/clients tests/http tests/persistence tes
 # stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once
 PARALLEL ?= -n 4 --dist loadfile
 
-.PHONY: run test install lint bench bench-deps browser-deps faketime-deps clean dist
+.PHONY: run test install lint bench bench-deps browser-deps faketime-deps strace-deps clean dist
 
 run: install
 	mkdir -p data
 	$(BIN)/nsqd --config configs/nsqd.toml
 
-test: install browser-deps faketime-deps
+test: install browser-deps faketime-deps strace-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q $(PARALLEL)
@@ -65,6 +65,10 @@ browser-deps:
 # needs root.
 faketime-deps:
 	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || (apt-get update && apt-get install -y libfaketime)
+
+# Debian's strace, whose --inject makes one I/O call of nsqd fail (tests/persistence/test_io_faults.py); needs root.
+strace-deps:
+	command -v strace >/dev/null || (apt-get update && apt-get install -y strace)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info *__mypyc*.so

@@ -43,7 +43,8 @@ def document(entries: Iterable[bytes]) -> bytes:
 
 
 def write_file(path: str, data: bytes) -> None:
-    """Replace ``path`` atomically: a temporary file, fsync, rename."""
+    """Replace ``path`` atomically: a temporary file, fsync, rename, then fsync the directory so the rename survives
+    a machine crash (a topic answered as created must still be listed after one)."""
     tmp = f"{path}.{random.randrange(1 << 31)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -52,6 +53,11 @@ def write_file(path: str, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 class MetadataFile:

@@ -1,14 +1,15 @@
 """gevent's monkey.patch_all for the executables: only the modules nsqd blocks in, and its plugin lookup made cheap.
 
-nsqd and nsqlookupd run on gevent's own API (gevent.sleep, gevent.event, gevent.queue, gevent.signal_handler);
-what the standard library does for them blocks in sockets (their listeners and clients, statsd, lookupd, and
-requests/urllib3 for auth servers and lookupd queries), in DNS look-ups, in TLS and in time.sleep (third-party code).
-Those are patched. Threads, queue, select, os (fork), signal and subprocess are not: nothing nsqd runs waits on a
-threading lock, a queue.Queue or a select (requests holds its locks for a few operations with no I/O, and urllib3
-polls with timeout 0), nsqd starts no process and does not fork (under gunicorn, gevent's worker patches everything),
-and runtime/disk_threads.py uses real OS threads on purpose. Patching them would cost ~10 ms of every start
-(bench/bench_startup.py --patch nsqd --patch all). tests/startup/test_gevent_patch.py proves the four cooperative
-inside a running nsqd and nsqlookupd, and that nsqd's own modules import none of the others.
+nsqd and nsqlookupd run on gevent's own API (gevent.sleep, gevent.event, gevent.queue, gevent.signal_handler); what
+the standard library does for them blocks in sockets (their listeners and clients, statsd, lookupd, and
+requests/urllib3 for auth servers and lookupd queries), in DNS look-ups, in TLS and in time.sleep (third-party
+code). Those are patched. Threads, queue, select, os (fork), signal and subprocess are not: nothing nsqd runs waits
+on a threading lock, a queue.Queue or a select (requests holds its locks for a few operations with no I/O, and
+urllib3 polls with timeout 0), nsqd does not fork and starts processes only through gevent.subprocess (its I/O
+workers; under gunicorn, gevent's worker patches everything), and runtime/disk_threads.py uses real OS threads on
+purpose. Patching them would cost ~10 ms of every start (bench/bench_startup.py --patch nsqd --patch all).
+tests/startup/test_gevent_patch.py proves the four cooperative inside a running nsqd and nsqlookupd, and that nsqd's
+own modules import none of the others.
 
 patch_all announces each step to gevent's plugins: entry points in the groups `gevent.plugins.monkey.*` of the
 installed distributions (gevent registers one itself). gevent finds them with importlib.metadata, once per event

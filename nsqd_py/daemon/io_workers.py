@@ -8,13 +8,12 @@ back into their channels, as for any client that goes away.
 
 from __future__ import annotations
 
-import os
 import pickle
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 import gevent
-from gevent import subprocess
 
 from ..cluster.context import ServerContext
 from ..runtime.link import Link
@@ -22,22 +21,15 @@ from ..runtime.listen import display_address, remove_socket_file, unix_path
 from ..tcp import records
 from ..tcp.remote_clients import RemoteClient, WorkerClients
 
-IO_WORKERS_ENV = "NSQD_PY_IO_WORKERS"
+if TYPE_CHECKING:
+    from gevent.subprocess import Popen
+
 #: how long a stopping worker may take to close its connections and exit before it is killed
 _EXIT_SECONDS = 5.0
 
 
-def io_worker_count(environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
-    """The number of I/O workers asked for (0: connections are served in the broker's process); ValueError."""
-    text = environ.get(IO_WORKERS_ENV, "").strip() or "0"
-    count = int(text)
-    if count < 0:
-        raise ValueError(f"{IO_WORKERS_ENV} must be 0 or more, not {text}")
-    return count
-
-
 class _Worker:
-    def __init__(self, process: subprocess.Popen, clients: WorkerClients) -> None:
+    def __init__(self, process: Popen, clients: WorkerClients) -> None:
         self.process = process
         self.clients = clients
 
@@ -65,6 +57,8 @@ class IOWorkerPool:
             self._start_worker()
 
     def _start_worker(self) -> None:
+        from gevent import subprocess  # here: its import costs nsqd's start-up ~12 ms, and only workers need it
+
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fds = (self.listener.fileno(), theirs.fileno())
         process = subprocess.Popen([sys.executable, "-m", "nsqd_py.daemon.io_worker", *map(str, fds)], pass_fds=fds)
@@ -97,8 +91,10 @@ class IOWorkerPool:
 
     def close_clients(self) -> None:
         """Wait for the workers to close their connections and exit (they were told in close_listener)."""
+        from gevent.subprocess import TimeoutExpired
+
         for worker in list(self._workers):
             try:
                 worker.process.wait(timeout=_EXIT_SECONDS)
-            except subprocess.TimeoutExpired:
+            except TimeoutExpired:
                 worker.process.kill()

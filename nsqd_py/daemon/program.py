@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import TYPE_CHECKING
 
 import gevent
 
@@ -10,6 +11,7 @@ from ..cluster.auth import AuthServers
 from ..cluster.context import ServerContext
 from ..cluster.lookup import LookupLoop
 from ..cluster.statsd import StatsdPusher
+from ..config.io_workers import io_worker_count
 from ..config.options import Options
 from ..config.tlsconfig import TLSConfigError, build_server_context
 from ..core.nsqd import NSQD, StartupError
@@ -19,7 +21,9 @@ from ..runtime.log import Logger
 from ..runtime.version import version_line
 from ..tcp.server import TCPServer
 from . import sdnotify
-from .io_workers import IOWorkerPool, io_worker_count
+
+if TYPE_CHECKING:
+    from .io_workers import IOWorkerPool
 
 #: how long stop() waits for connection greenlets to notice their closed sockets
 _DRAIN_SECONDS = 2.0
@@ -75,7 +79,12 @@ class NSQDProgram:
             workers = io_worker_count()
         except ValueError as err:
             raise StartupError(str(err)) from None
-        self.tcp_server = IOWorkerPool(ctx, tcp, workers) if workers else TCPServer(ctx, tcp)
+        if workers:
+            from .io_workers import IOWorkerPool  # here: the default mode does without its imports
+
+            self.tcp_server = IOWorkerPool(ctx, tcp, workers)
+        else:
+            self.tcp_server = TCPServer(ctx, tcp)
         ctx.tcp_port = port_of(tcp)
         if self.external_http_port is not None:
             ctx.http_port = self.external_http_port

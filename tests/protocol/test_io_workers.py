@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqd_py.daemon.io_workers import IO_WORKERS_ENV, io_worker_count
+from nsqd_py.config.io_workers import IO_WORKERS_ENV, io_worker_count
 from tests.support import FRAME_RESPONSE, NSQD_BIN, NsqdProcess, RawConn, drain, unique, wait_until
 
 pytestmark = pytest.mark.process

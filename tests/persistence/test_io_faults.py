@@ -1,0 +1,153 @@
+"""Every I/O call of the durable path fails once (SQLite's method, issue 39), injected into the real nsqd with
+`strace --inject` (Debian's strace; `make strace-deps`), at `--mem-queue-size=0 --sync-every=1`.
+
+After each fault: no OK for a message that is not on disk (the publish the fault hit is refused with nsqd's error
+naming the cause), /ping says NOK while it lasts, no traceback, publishing works again once it cleared, and a
+restart reads back every acknowledged message. The calls: a message's write, its fdatasync, the full fsync of a new
+file, the directory fsync of a new file, opening the next data file at rollover, and a consumer's read of a data file.
+(Renames are not here yet: strace's -P matches a rename by its source, a temporary file with a random name.)
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support import FRAME_RESPONSE, NSQD_BIN, NsqdProcess, RawConn, drain, request, wait_until
+
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (make strace-deps installs Debian's)"),
+]
+
+DURABLE = ("--mem-queue-size=0", "--sync-every=1")
+EIO = "Input/output error"
+ENOSPC = "No space left on device"
+
+
+class StracedNsqd(NsqdProcess):
+    """nsqd under strace, which makes the ``when``-th matching call on ``path`` fail with ``error``."""
+
+    def __init__(self, data_path: Path, calls: str, path: Path, error: str, when: str, *flags: str) -> None:
+        super().__init__(data_path, *flags)
+        self.strace = ["strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null", "-P", str(path),
+                       f"--trace={calls}", f"--inject={calls}:error={error}:when={when}"]
+
+    def command(self) -> list[str]:
+        return [*self.strace, str(NSQD_BIN)]
+
+    def stop(self, timeout: float = 30.0, sig: int = signal.SIGTERM) -> int | None:
+        """The signal goes to nsqd itself (strace would only detach); strace exits with nsqd's status."""
+        if self.process is not None and self.process.poll() is None:
+            children = subprocess.run(["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True)
+            for pid in children.stdout.split():
+                subprocess.run(["kill", f"-{sig}", pid], check=False)
+        return super().stop(timeout, sig)
+
+
+@dataclass
+class Fault:
+    name: str
+    calls: str
+    #: the file (in the data dir) the calls must concern; "" for the data dir itself
+    file: str
+    error: str
+    errno_text: str
+    when: str = "3"
+    flags: tuple[str, ...] = ()
+
+
+PUBLISH_FAULTS = [
+    Fault("write EIO", "pwrite64", "t.diskqueue.000000.dat", "EIO", EIO),
+    Fault("write ENOSPC", "pwrite64", "t.diskqueue.000000.dat", "ENOSPC", ENOSPC),
+    Fault("fdatasync", "fdatasync", "t.diskqueue.000000.dat", "EIO", EIO),
+    Fault("fsync of a new file", "fsync", "t.diskqueue.000000.dat", "EIO", EIO, when="1"),
+    Fault("fsync of the directory", "fsync", "", "EIO", EIO, when="1"),
+    Fault("opening the next file", "openat", "t.diskqueue.000001.dat", "EIO", EIO, when="1",
+          flags=("--max-bytes-per-file=100",)),
+    Fault("opening the next file, ENOSPC", "openat", "t.diskqueue.000001.dat", "ENOSPC", ENOSPC, when="1",
+          flags=("--max-bytes-per-file=100",)),
+]
+
+
+def _publish(conn: RawConn, body: bytes) -> tuple[int, bytes] | None:
+    """PUB and its answer; None when the connection ended without one."""
+    conn.send("PUB t", body)
+    try:
+        return conn.frame()
+    except ConnectionError:
+        return None
+
+
+def _restart_and_read(data: Path, topic: str) -> set[bytes]:
+    with NsqdProcess(data) as plain:
+        return {m.body for m in drain(plain.tcp_port, topic, "check")}
+
+
+@pytest.mark.parametrize("fault", PUBLISH_FAULTS, ids=lambda f: f.name)
+def test_a_failed_call_refuses_its_publish_and_loses_nothing_acknowledged(fault: Fault, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    nsqd = StracedNsqd(data, fault.calls, data / fault.file, fault.error, fault.when, *DURABLE, *fault.flags)
+    nsqd.start()
+    try:
+        acknowledged: list[bytes] = []
+        refusals: list[bytes] = []
+        health: list[bytes] = []
+        conn = nsqd.connect()
+        for i in range(12):
+            body = b"message %02d" % i
+            reply = _publish(conn, body)
+            if reply == (FRAME_RESPONSE, b"OK"):
+                acknowledged.append(body)
+                continue
+            refusals.append(b"" if reply is None else reply[1])
+            health.append(request(nsqd.http_port, "GET", "/ping").body)
+            conn.close()
+            conn = nsqd.connect()
+        conn.close()
+        assert refusals, "the injected fault was never hit"
+        assert all(r.startswith(b"E_PUB_FAILED") and fault.errno_text.encode() in r for r in refusals), refusals
+        assert all(h.startswith(b"NOK - ") and fault.errno_text.encode() in h for h in health), health
+        assert acknowledged[-1] == b"message 11", "publishing did not work again after the fault"
+        wait_until(lambda: request(nsqd.http_port, "GET", "/ping").body == b"OK", timeout=15)
+        assert nsqd.stop() == 0
+        log = nsqd.log()
+        assert "Traceback" not in log
+        assert fault.errno_text in log
+    finally:
+        nsqd.stop()
+    got = _restart_and_read(data, "t")
+    assert set(acknowledged) <= got, f"lost: {sorted(set(acknowledged) - got)}"
+
+
+def test_a_failed_read_moves_the_file_to_bad_and_the_queue_goes_on(tmp_path: Path) -> None:
+    """go-diskqueue's rule: a data file that cannot be read is skipped and kept as `.bad`, with the reason logged;
+    what is published after it is delivered."""
+    data = tmp_path / "data"
+    data.mkdir()
+    nsqd = StracedNsqd(data, "pread64", data / "t:c.diskqueue.000000.dat", "EIO", "1", *DURABLE,
+                       "--max-bytes-per-file=200")
+    nsqd.start()
+    try:
+        assert request(nsqd.http_port, "POST", "/topic/create?topic=t").status == 200
+        assert request(nsqd.http_port, "POST", "/channel/create?topic=t&channel=c").status == 200
+        producer = nsqd.connect()
+        for i in range(6):
+            assert _publish(producer, b"message %02d" % i) == (FRAME_RESPONSE, b"OK")
+        got = [m.body for m in drain(nsqd.tcp_port, "t", "c")]
+        assert got, "nothing after the bad file was delivered"
+        log = nsqd.log()
+        assert "jump to next file and saving bad file" in log and EIO in log
+        assert _publish(producer, b"after") == (FRAME_RESPONSE, b"OK")
+        assert [m.body for m in drain(nsqd.tcp_port, "t", "c")] == [b"after"]
+        wait_until(lambda: (data / "t:c.diskqueue.000000.dat.bad").exists())
+        assert nsqd.stop() == 0
+        assert "Traceback" not in nsqd.log()
+    finally:
+        nsqd.stop()
