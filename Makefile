@@ -14,13 +14,13 @@ IO_WORKER_TESTS := tests/protocol tests/clients tests/http tests/persistence tes
 # stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once
 PARALLEL ?= -n 4 --dist loadfile
 
-.PHONY: run test install lint bench bench-deps browser-deps faketime-deps strace-deps clean dist
+.PHONY: run test install lint bench bench-deps browser-deps faketime-deps strace-deps fuse-deps clean dist
 
 run: install
 	mkdir -p data
 	$(BIN)/nsqd --config configs/nsqd.toml
 
-test: install browser-deps faketime-deps strace-deps
+test: install browser-deps faketime-deps strace-deps fuse-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q $(PARALLEL)
@@ -69,6 +69,11 @@ faketime-deps:
 # Debian's strace, whose --inject makes one I/O call of nsqd fail (tests/persistence/test_io_faults.py); needs root.
 strace-deps:
 	command -v strace >/dev/null || (apt-get update && apt-get install -y strace)
+
+# Debian's libfuse2 (fusepy loads it), for the power-loss filesystem of tests/persistence/test_power_loss.py; needs
+# root.
+fuse-deps:
+	ls /usr/lib/*/libfuse.so.2 >/dev/null 2>&1 || (apt-get update && apt-get install -y --no-install-recommends libfuse2)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info *__mypyc*.so
