@@ -187,8 +187,9 @@ def power_loss(binary: Path, rounds: int) -> str:
         server.kill(signal.SIGTERM)
         subprocess.run(["umount", str(mnt)], check=True)
         fs.wait(20)
-        lost = len(acknowledged - received)
-        return f"{lost} lost of {len(acknowledged)} acknowledged ({rounds} crashes)"
+        lost = sorted(acknowledged - received)
+        example = f", e.g. {b' '.join(lost[:6]).decode()}" if lost else ""
+        return f"{len(lost)} lost of {len(acknowledged)} acknowledged ({rounds} crashes){example}"
 
 
 def failing_fsyncs(binary: Path) -> str:

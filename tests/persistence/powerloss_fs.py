@@ -26,7 +26,7 @@ class PowerLossFS(Operations):
         self.stats_file = stats_file
         #: path -> held writes in order: (offset, data)
         self.held: dict[str, list[tuple[int, bytes]]] = {}
-        self.lock = threading.Lock()
+        self._mutex = threading.Lock()
 
     def _real(self, path: str) -> str:
         return os.path.join(self.backing, path.lstrip("/"))
@@ -43,7 +43,7 @@ class PowerLossFS(Operations):
             raise FuseOSError(errno.ENOENT) from None
         attrs = {key: getattr(st, key) for key in ("st_mode", "st_nlink", "st_uid", "st_gid", "st_atime",
                                                    "st_mtime", "st_ctime")}
-        with self.lock:
+        with self._mutex:
             attrs["st_size"] = max(st.st_size, self._held_size(path))
         return attrs
 
@@ -57,13 +57,13 @@ class PowerLossFS(Operations):
         os.rmdir(self._real(path))
 
     def unlink(self, path: str) -> None:
-        os.unlink(self._real(path))
-        with self.lock:
+        with self._mutex:
+            os.unlink(self._real(path))
             self.held.pop(path, None)
 
     def rename(self, old: str, new: str) -> None:
-        os.rename(self._real(old), self._real(new))
-        with self.lock:
+        with self._mutex:
+            os.rename(self._real(old), self._real(new))
             moved = self.held.pop(old, None)
             self.held.pop(new, None)
             if moved is not None:
@@ -98,10 +98,10 @@ class PowerLossFS(Operations):
         return 0
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
-        with open(self._real(path), "rb") as f:
-            f.seek(offset)
-            data = bytearray(f.read(size))
-        with self.lock:
+        with self._mutex:  # an fsync moving held writes to BACKING meanwhile would hide them from this read
+            with open(self._real(path), "rb") as f:
+                f.seek(offset)
+                data = bytearray(f.read(size))
             for start, chunk in self.held.get(path, ()):
                 lo, hi = max(start, offset), min(start + len(chunk), offset + size)
                 if lo >= hi:
@@ -112,7 +112,7 @@ class PowerLossFS(Operations):
         return bytes(data)
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-        with self.lock:
+        with self._mutex:
             self.held.setdefault(path, []).append((offset, bytes(data)))
         return len(data)
 
@@ -133,22 +133,23 @@ class PowerLossFS(Operations):
         return None
 
     def _apply(self, path: str) -> None:
-        """What an fsync makes durable: the file's held writes, written and synced in BACKING."""
-        with self.lock:
+        """What an fsync makes durable: the file's held writes, written and synced in BACKING (under the lock, so
+        a read sees them either held or written)."""
+        with self._mutex:
             writes = self.held.pop(path, [])
-        if not writes:
-            return
-        fd = os.open(self._real(path), os.O_WRONLY)
-        try:
-            for offset, chunk in writes:
-                os.pwrite(fd, chunk, offset)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            if not writes:
+                return
+            fd = os.open(self._real(path), os.O_WRONLY)
+            try:
+                for offset, chunk in writes:
+                    os.pwrite(fd, chunk, offset)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def destroy(self, path: str) -> None:
         """Unmounted: the power went. Every held write is lost."""
-        with self.lock:
+        with self._mutex:
             dropped = sum(len(chunk) for writes in self.held.values() for _, chunk in writes)
             self.held.clear()
         with open(self.stats_file, "a") as stats:
