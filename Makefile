@@ -23,7 +23,7 @@ run: install
 test: install browser-deps faketime-deps strace-deps fuse-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q $(PARALLEL)
+	$(BIN)/pytest -q $(PARALLEL) --durations=25
 	NSQD_PY_PURE=1 $(BIN)/pytest -q $(PARALLEL) $(PURE_TESTS)
 	NSQD_PY_IO_WORKERS=2 $(BIN)/pytest -q $(PARALLEL) -m process $(IO_WORKER_TESTS)
 
