@@ -31,6 +31,7 @@ COMPILED_MODULES = [
     "nsqd_py/core/disk/ephemeral.py",
     "nsqd_py/core/disk/acks.py",
     "nsqd_py/runtime/disk_threads.py",
+    "nsqd_py/tcp/client_state.py",
     "nsqd_py/tcp/client.py",
     "nsqd_py/tcp/protocol.py",
     "nsqd_py/tcp/broker_commands.py",

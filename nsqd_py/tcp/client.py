@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Any
 import gevent
 
 from ..config.tlsconfig import cipher_suite_name, version_name
-from ..core.consumer import STATE_CLOSING, Consumer
+from ..core.consumer import STATE_CLOSING
 from ..runtime.fairness import BusyGuard
 from ..runtime.outbox import Outbox
 from ..runtime.transport import PlainTransport, TLSTransport, Transport
 from ..wire.compression import CodecError, DeflateDecoder, DeflateEncoder, SnappyDecoder, snappy_encode
+from .client_state import ClientState
 
 if TYPE_CHECKING:
     from ..cluster.auth import AuthState
     from ..config.options import Options
-    from ..core.channel import Channel
     from ..core.message import Message
     from ..runtime.log import Logger
 
@@ -57,7 +57,7 @@ def _identity(data: bytes) -> bytes:
     return data
 
 
-class ClientV2(Consumer):
+class ClientV2(ClientState):
     __slots__ = (
         "_buffer_timer",
         "_busy",
@@ -77,71 +77,29 @@ class ClientV2(Consumer):
         "_recv",
         "_rpos",
         "_transport",
-        "auth_identity",
-        "auth_identity_url",
         "auth_secret",
         "auth_state",
-        "authed",
-        "channel",
-        "client_id",
         "closed",
-        "connect_ts",
-        "deflate",
         "deflate_level",
         "heartbeat_interval",
-        "hostname",
-        "id",
         "logger",
         "output_buffer_size",
         "output_buffer_timeout",
-        "pub_counts",
-        "remote_address",
-        "snappy",
-        "tls",
-        "tls_cipher_suite",
         "tls_common_name",
-        "tls_negotiated_protocol",
-        "tls_negotiated_protocol_is_mutual",
-        "tls_version",
-        "topology_region",
-        "topology_zone",
-        "user_agent",
     )
 
     def __init__(self, opts: Options, logger: Logger, client_id: int, sock: socket.socket, remote_address: str,
                  outbox: Outbox) -> None:
-        super().__init__()
+        super().__init__(client_id, remote_address, opts.msg_timeout / 1e9)
         self.logger = logger
-        self.id = client_id
-        self.remote_address = remote_address
-        host = remote_address.rsplit(":", 1)[0] if ":" in remote_address else remote_address
-        self.client_id = host
-        self.hostname = host
-        self.user_agent = ""
-        self.connect_ts = int(time.time())
-        self.channel: Channel | None = None
-        self.pub_counts: dict[str, int] = {}
-        self.msg_timeout = opts.msg_timeout / 1e9
         #: seconds; 0 = heartbeats (and read/write deadlines) off. nsqd's default: client timeout / 2.
         self.heartbeat_interval = opts.client_timeout / 2e9
         self.output_buffer_size = 16 * 1024
         self.output_buffer_timeout = opts.output_buffer_timeout / 1e9
-        self.deflate = False
         self.deflate_level = 0
-        self.snappy = False
-        self.tls = False
-        self.tls_version = ""
-        self.tls_cipher_suite = ""
         self.tls_common_name = ""
-        self.tls_negotiated_protocol = ""
-        self.tls_negotiated_protocol_is_mutual = False
-        self.authed = False
-        self.auth_identity = ""
-        self.auth_identity_url = ""
         self.auth_secret = b""
         self.auth_state: AuthState | None = None
-        self.topology_zone = ""
-        self.topology_region = ""
         self._rbuf = bytearray()
         self._rpos = 0
         self._busy = BusyGuard()
@@ -444,9 +402,6 @@ class ClientV2(Consumer):
         self.authed = bool(state.authorizations)
         self.auth_identity = state.identity
         self.auth_identity_url = state.identity_url
-
-    def published(self, topic: str, count: int) -> None:
-        self.pub_counts[topic] = self.pub_counts.get(topic, 0) + count
 
     def close(self) -> None:
         """Drop the connection (server side): the reader greenlet sees EOF and cleans up."""

@@ -10,7 +10,6 @@ connection, in order with its other publishes, so one slow command holds up nobo
 from __future__ import annotations
 
 import struct
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -18,8 +17,9 @@ from typing import TYPE_CHECKING
 import gevent
 import orjson
 
-from ..core.consumer import STATE_CLOSING, STATE_SUBSCRIBED, Consumer
+from ..core.consumer import STATE_CLOSING, STATE_SUBSCRIBED
 from . import broker_commands, records
+from .client_state import ClientState
 from .errors import ClientError
 
 if TYPE_CHECKING:
@@ -38,34 +38,15 @@ _IDENTITY_FIELDS = (
 )
 
 
-class RemoteClient(Consumer):
+class RemoteClient(ClientState):
     """A worker's connection as the broker keeps it: delivery state, and what /stats shows of it."""
 
-    __slots__ = (
-        "_commands", "auth_identity", "auth_identity_url", "authed", "channel", "client_id", "conn", "connect_ts",
-        "deflate", "hostname", "id", "link", "pub_counts", "refused", "remote_address", "snappy", "tls",
-        "tls_cipher_suite", "tls_negotiated_protocol", "tls_negotiated_protocol_is_mutual", "tls_version",
-        "topology_region", "topology_zone", "user_agent",
-    )
+    __slots__ = ("_commands", "conn", "link", "refused")
 
     def __init__(self, link: Link, conn: int, client_id: int, remote_address: str, msg_timeout: float) -> None:
-        super().__init__()
+        super().__init__(client_id, remote_address, msg_timeout)
         self.link = link
         self.conn = conn
-        self.id = client_id
-        self.remote_address = remote_address
-        host = remote_address.rsplit(":", 1)[0] if ":" in remote_address else remote_address
-        self.client_id = host
-        self.hostname = host
-        self.user_agent = ""
-        self.connect_ts = int(time.time())
-        self.msg_timeout = msg_timeout
-        self.channel: Channel | None = None
-        self.pub_counts: dict[str, int] = {}
-        self.deflate = self.snappy = self.tls = self.authed = False
-        self.tls_negotiated_protocol_is_mutual = False
-        self.tls_version = self.tls_cipher_suite = self.tls_negotiated_protocol = ""
-        self.auth_identity = self.auth_identity_url = self.topology_zone = self.topology_region = ""
         #: the broker failed one of its commands fatally: the worker closes it, the commands after are ignored
         self.refused = False
         #: commands waiting for the connection's greenlet (None: it is not running)
@@ -76,9 +57,6 @@ class RemoteClient(Consumer):
 
     def close(self) -> None:
         self.link.send(records.KICK, self.conn)
-
-    def published(self, topic: str, count: int) -> None:
-        self.pub_counts[topic] = self.pub_counts.get(topic, 0) + count
 
     def set_identity(self, fields: dict) -> None:
         for name in _IDENTITY_FIELDS:
