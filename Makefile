@@ -8,8 +8,9 @@ COMPILED := $(shell sed -n 's/^ *"\(nsqd_py\/.*\.py\)",$$/\1/p' setup.py)
 # the tests also run on pure Python (NSQD_PY_PURE=1 imports the .py sources): this subset
 PURE_TESTS := tests/unit tests/protocol tests/http
 # and with TCP clients served by I/O worker processes (NSQD_PY_IO_WORKERS, issue 37): the tests of this subset that
-# start nsqd as a process (in-process tests serve TCP in the test's own process, in either mode)
-IO_WORKER_TESTS := tests/protocol tests/clients tests/http tests/persistence tests/security
+# start nsqd as a process (in-process tests serve TCP in the test's own process, in either mode). HTTP is served by
+# the broker process in both modes, the same code, so tests/http runs once.
+IO_WORKER_TESTS := tests/protocol tests/clients tests/persistence tests/security
 # most tests wait (on processes, timeouts, heartbeats), so 4 workers overlap them even on 2 cores; a test file
 # stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once
 PARALLEL ?= -n 4 --dist loadfile
