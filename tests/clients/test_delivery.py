@@ -10,7 +10,7 @@ from contextlib import ExitStack, closing
 from nsqd_py.client.protocol import mpub_body
 from tests.clients.util import GnsqCollector, IOLoopThread, PynsqReader, gnsq_producer, pause, settle
 from tests.protocol.raw import pub, publish, raw_subscriber, recv_message
-from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, wait_until
+from tests.support import FRAME_ERROR, FRAME_RESPONSE, NsqdProcess, RawConn, channel_stats, wait_until
 
 
 def test_two_gnsq_consumers_share_a_channel(shared_nsqd: NsqdProcess, cleanup: ExitStack,
@@ -204,6 +204,8 @@ def test_sampled_out_messages_are_dropped_for_the_channel(shared_nsqd: NsqdProce
     sampled = raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500, sample_rate=50)
     cleanup.callback(sampled.close)
     full = cleanup.enter_context(closing(raw_subscriber(shared_nsqd.tcp_port, topic, "ch", rdy=2500)))
+    # both RDYs in place first (with I/O workers a RDY and the PUBs reach the broker over different links)
+    wait_until(lambda: [c["ready_count"] for c in channel_stats(shared_nsqd, topic, "ch")["clients"]] == [2500, 2500])
     publish(shared_nsqd.tcp_port, topic, *[b"%d" % i for i in range(2000)])
     got_sampled, got_full = drain(sampled), drain(full)
     assert got_sampled, "the sampled consumer should get part of the stream"
