@@ -41,14 +41,15 @@ _IDENTITY_FIELDS = (
 class RemoteClient(ClientState):
     """A worker's connection as the broker keeps it: delivery state, and what /stats shows of it."""
 
-    __slots__ = ("_commands", "conn", "link", "refused")
+    __slots__ = ("_commands", "conn", "ended", "link")
 
     def __init__(self, link: Link, conn: int, client_id: int, remote_address: str, msg_timeout: float) -> None:
         super().__init__(client_id, remote_address, msg_timeout)
         self.link = link
         self.conn = conn
-        #: the broker failed one of its commands fatally: the worker closes it, the commands after are ignored
-        self.refused = False
+        #: the connection closed, or the broker failed one of its commands fatally (the worker then closes it): its
+        #: later commands are ignored
+        self.ended = False
         #: commands waiting for the connection's greenlet (None: it is not running)
         self._commands: deque[Callable[[], None]] | None = None
 
@@ -76,11 +77,13 @@ class RemoteClient(ClientState):
     def _run_commands(self) -> None:
         commands = self._commands
         assert commands is not None
-        while commands:
-            command = commands.popleft()
-            if not self.refused:
-                command()
-        self._commands = None
+        try:
+            while commands:
+                command = commands.popleft()
+                if not self.ended:
+                    command()
+        finally:
+            self._commands = None
 
 
 class WorkerClients:
@@ -111,7 +114,7 @@ class WorkerClients:
             self._open(conn, payload)
             return
         client = self.clients.get(conn)
-        if client is not None and (not client.refused or kind == records.CLOSED):
+        if client is not None and (not client.ended or kind == records.CLOSED):
             self._handlers[kind](client, payload)
 
     def after_read(self) -> None:
@@ -143,10 +146,14 @@ class WorkerClients:
 
         def sub() -> None:
             try:
-                client.channel = broker_commands.subscribe(self.nsqd, client, topic_name, channel_name)
+                channel = broker_commands.subscribe(self.nsqd, client, topic_name, channel_name)
             except ClientError as err:
                 self._refuse(client, err)
                 return
+            if client.ended:  # it closed while the subscription waited (a new topic's nsqd.dat write)
+                channel.remove_client(client)
+                return
+            client.channel = channel
             client.state = STATE_SUBSCRIBED
             self.link.send(records.ANSWER, client.conn, broker_commands.OK)
 
@@ -236,13 +243,14 @@ class WorkerClients:
         client.run_in_turn(create)
 
     def _closed(self, client: RemoteClient, payload: bytes) -> None:
+        client.ended = True
         self.clients.pop(client.conn, None)
         if client.channel is not None:
             client.channel.remove_client(client)
         self.nsqd.remove_client(client.id)
 
     def _refuse(self, client: RemoteClient, err: ClientError) -> None:
-        client.refused = True
+        client.ended = True
         self.link.send(records.FATAL, client.conn, err.payload)
 
     def _error(self, client: RemoteClient, err: ClientError) -> None:
