@@ -201,6 +201,17 @@ def find_channel(nsqd: NsqdProcess, topic: str, channel: str) -> dict | None:
     return None
 
 
+def finished_everything(nsqd: NsqdProcess, topic: str, channel: str) -> bool:
+    """The channel got every message the topic took and holds none: nothing waiting, in flight or deferred. Counting
+    matters: a channel made by SUB shows depth 0 for a moment before the topic's pump hands it the waiting messages."""
+    for t in nsqd.stats(topic=topic, channel=channel)["topics"] or []:
+        for c in t["channels"] or []:
+            if c["channel_name"] == channel:
+                return (c["message_count"] >= t["message_count"] and c["depth"] == 0 and c["in_flight_count"] == 0
+                        and c["deferred_count"] == 0)
+    return False
+
+
 def channel_stats(nsqd: NsqdProcess, topic: str, channel: str) -> dict:
     """The channel's /stats row; an AssertionError naming the channel when nsqd has none."""
     found = find_channel(nsqd, topic, channel)

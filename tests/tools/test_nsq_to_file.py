@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nsqd_py.testing import free_port
-from tests.support import NsqdProcess, channel_stats, find_channel, unique, wait_until
+from tests.support import NsqdProcess, channel_stats, find_channel, finished_everything, unique, wait_until
 from tests.tools.support import FakeLookupd, Tool, curl_pub, gzip_lines, run_tool
 
 pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
@@ -45,9 +45,8 @@ def tools(tmp_path: Path) -> Iterator[Callable[..., Tool]]:
 
 
 def settled(nsqd: NsqdProcess, topic: str) -> bool:
-    """nsq_to_file's channel exists and everything in it was FINed."""
-    stats = find_channel(nsqd, topic, "nsq_to_file")
-    return stats is not None and stats["depth"] == 0 and stats["in_flight_count"] == 0
+    """nsq_to_file's channel got every message of the topic and FINed them all."""
+    return finished_everything(nsqd, topic, "nsq_to_file")
 
 
 def open_files(pid: int) -> set[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nsqd_py.testing import LookupdServer, NsqdServer, free_port
-from tests.support import NsqdProcess, channel_stats, drain, find_channel, unique, wait_until
+from tests.support import NsqdProcess, channel_stats, drain, finished_everything, unique, wait_until
 from tests.tools.support import Tool, curl_pub, run_tool
 
 pytestmark = pytest.mark.process  # starts real processes: left out of `make check`
@@ -80,11 +80,6 @@ def tools(tmp_path: Path) -> Iterator[list[Tool]]:
         tool.kill()
 
 
-def _settled(nsqd: NsqdProcess, topic: str, channel: str) -> bool:
-    stats = find_channel(nsqd, topic, channel)
-    return stats is not None and stats["depth"] == 0 and stats["in_flight_count"] == 0 and stats["deferred_count"] == 0
-
-
 def test_nsq_to_http_post_delivers_every_message_through_failures(shared_nsqd: NsqdProcess, sink: Sink,
                                                                  tmp_path: Path, tools: list[Tool]) -> None:
     """Every third request fails: those messages are REQed and come back, so every body arrives (at least once)
@@ -97,7 +92,7 @@ def test_nsq_to_http_post_delivers_every_message_through_failures(shared_nsqd: N
                 "-n=4", FAST_RETRY, "--status-every=20")
     tools.append(tool)
     wait_until(lambda: {b.decode() for b in sink.accepted} >= set(bodies), timeout=30)
-    wait_until(lambda: _settled(shared_nsqd, topic, "nsq_to_http"), timeout=15)
+    wait_until(lambda: finished_everything(shared_nsqd, topic, "nsq_to_http"), timeout=15)
     assert sink.requests > len(bodies), "some requests failed and were retried"
     assert channel_stats(shared_nsqd, topic, "nsq_to_http")["requeue_count"] > 0
     assert all(h["Content-Type"] == "text/plain" and h["X-Trace"] == "abc" for h in sink.headers)
@@ -145,7 +140,7 @@ def test_nsq_to_nsq_copies_between_two_nsqd(shared_nsqd: NsqdProcess, nsqd_facto
     curl_pub(shared_nsqd, topic, bodies)
     tools.append(Tool(tmp_path, "nsq_to_nsq", f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}",
                       f"--destination-nsqd-tcp-address={destination.tcp_address}", "--destination-topic=copied"))
-    wait_until(lambda: _settled(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
+    wait_until(lambda: finished_everything(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
     assert sorted(m.body.decode() for m in drain(destination.tcp_port, "copied", "check", idle=0.5)) == sorted(bodies)
 
 
@@ -158,7 +153,7 @@ def test_nsq_to_nsq_skips_a_dead_destination(shared_nsqd: NsqdProcess, nsqd_fact
     tools.append(Tool(tmp_path, "nsq_to_nsq", f"--nsqd-tcp-address={shared_nsqd.tcp_address}", f"--topic={topic}",
                       f"--destination-nsqd-tcp-address=127.0.0.1:{free_port()}",
                       f"--destination-nsqd-tcp-address={live.tcp_address}", FAST_RETRY))
-    wait_until(lambda: _settled(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
+    wait_until(lambda: finished_everything(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
     got = {m.body.decode() for m in drain(live.tcp_port, topic, "check", idle=0.5)}
     assert got == {f"p{i}" for i in range(30)}
 
@@ -175,7 +170,7 @@ def test_nsq_to_nsq_json_filters(shared_nsqd: NsqdProcess, nsqd_factory, tmp_pat
                       f"--destination-nsqd-tcp-address={destination.tcp_address}", "--require-json-field=kind",
                       "--require-json-value=click", "--whitelist-json-field=kind",
                       "--whitelist-json-field=user.id"))
-    wait_until(lambda: _settled(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
+    wait_until(lambda: finished_everything(shared_nsqd, topic, "nsq_to_nsq"), timeout=30)
     copied = sorted((json.loads(m.body) for m in drain(destination.tcp_port, topic, "check", idle=0.5)),
                     key=lambda e: e["user"]["id"])
     assert copied == [{"kind": "click", "user": {"id": 1}}, {"kind": "click", "user": {"id": 4}}]
