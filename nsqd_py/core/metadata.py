@@ -12,8 +12,6 @@ it waits too (`settle`), so nothing is acknowledged in a topic or channel that k
 
 from __future__ import annotations
 
-import os
-import random
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -24,6 +22,7 @@ from gevent.event import Event
 from ..runtime.disk_threads import run_blocking
 from ..runtime.log import Logger
 from ..runtime.version import NSQ_VERSION
+from .disk.persist import replace_file
 
 if TYPE_CHECKING:
     from .topic import Topic
@@ -40,24 +39,6 @@ def document(entries: Iterable[bytes]) -> bytes:
     joined = b",".join(entries)
     topics = b"[" + joined + b"]" if joined else b"null"
     return b'{"topics":' + topics + b',"version":' + orjson.dumps(NSQ_VERSION) + b"}"
-
-
-def write_file(path: str, data: bytes) -> None:
-    """Replace ``path`` atomically: a temporary file, fsync, rename, then fsync the directory so the rename survives
-    a machine crash (a topic answered as created must still be listed after one)."""
-    tmp = f"{path}.{random.randrange(1 << 31)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class MetadataFile:
@@ -86,7 +67,7 @@ class MetadataFile:
         self._entries = {name: orjson.dumps(topic_entry(topic)) for name, topic in self._topics().items()
                          if not topic.ephemeral}
         self._logger.info(f"NSQ: persisting topic/channel metadata to {self.path}")
-        write_file(self.path, document(self._entries.values()))
+        replace_file(self.path, document(self._entries.values()), sync_dir=True)
 
     def changed(self, topic_name: str) -> None:
         """Record a change to a topic (created, deleted, paused, a channel's the same) and wait for the write
@@ -120,7 +101,7 @@ class MetadataFile:
                 data = self._encode()
                 self._logger.info(f"NSQ: persisting topic/channel metadata to {self.path}")
                 try:
-                    run_blocking(write_file, self.path, data)
+                    run_blocking(replace_file, self.path, data, True)
                 except OSError as err:
                     self._logger.error(f"failed to persist metadata - {err}")
                 self._finish(round_)

@@ -24,8 +24,10 @@ T = TypeVar("T")
 
 _start_new_thread = get_original("_thread", "start_new_thread")
 
-#: threads at most: a group commit round syncs one file per written queue side by side
-MAX_THREADS = 4
+#: threads at most: each written queue syncs in its own group commit rounds, side by side, and a slow disk under some
+#: queues must not hold up the others' syncs (Go gives a goroutine blocked in a syscall a thread of its own). Threads
+#: start only when every one is busy, so a fast disk keeps one or two.
+MAX_THREADS = 32
 
 
 class _DiskThreads:

@@ -32,12 +32,17 @@ if TYPE_CHECKING:
 _LENGTH = struct.Struct(">i")
 #: how long a closing connection waits for the broker's answers to its last commands (a publish may wait for fsync)
 _ANSWERS_DUE_SECONDS = 10.0
+#: the commands, and their bytes, a connection may have on their way to the broker before it stops reading: a
+#: publisher faster than the disk is held back by TCP, as Go's one command at a time holds it
+_DUE_COMMANDS_MAX = 64
+_DUE_BYTES_MAX = 1 << 20
 
 
 class WorkerClient(ClientV2):
     """A client connection of a worker: answers held in command order, the broker's deliveries and verdicts."""
 
-    __slots__ = ("_answered_all", "_held", "_link", "_waiters", "broker_ended", "created_topics")
+    __slots__ = ("_answered_all", "_due_bytes", "_due_sizes", "_held", "_link", "_room", "_waiters", "broker_ended",
+                 "created_topics")
 
     def __init__(self, opts: Options, logger: Logger, conn: int, sock: socket.socket, remote_address: str,
                  outbox: Outbox, link: Link) -> None:
@@ -46,6 +51,10 @@ class WorkerClient(ClientV2):
         #: one entry per command the broker still has to answer: None when the answer goes to the client, else
         #: the result a waiting command reads
         self._waiters: deque[AsyncResult | None] = deque()
+        self._due_sizes: deque[int] = deque()  # the payload size of each, and their sum
+        self._due_bytes = 0
+        #: set when the broker caught up with a connection that stopped reading (too much due)
+        self._room: Event | None = None
         #: the worker's own answers, held until the broker's due before them went out
         self._held: list[tuple[bytes, int]] = []
         #: the broker failed a command fatally: the connection ends at its next read
@@ -62,13 +71,16 @@ class WorkerClient(ClientV2):
 
     def forward_awaited(self, kind: int, payload: bytes) -> None:
         """Forward a command whose answer (or fatal error) goes to the client when it comes."""
-        self._waiters.append(None)
+        self._due(None, len(payload))
         self._link.send(kind, self.id, payload)
+        if len(self._waiters) >= _DUE_COMMANDS_MAX or self._due_bytes >= _DUE_BYTES_MAX:
+            self._room = Event()
+            self._room.wait()
 
     def ask(self, kind: int, payload: bytes) -> bytes:
         """Forward a command and wait for its answer; FatalClientError when the broker refused it."""
         result = AsyncResult()
-        self._waiters.append(result)
+        self._due(result, len(payload))
         self._link.send(kind, self.id, payload)
         answer: bytes = result.get()
         return answer
@@ -101,7 +113,7 @@ class WorkerClient(ClientV2):
         """The broker's answer to the oldest command still due (empty: nothing to send)."""
         if not self._waiters:
             return
-        waiter = self._waiters.popleft()
+        waiter = self._pop_due()
         if waiter is not None:
             waiter.set(data)
         elif data:
@@ -110,7 +122,7 @@ class WorkerClient(ClientV2):
 
     def refused(self, data: bytes) -> None:
         """The broker failed the oldest command due, fatally: the error frame goes out, the connection ends."""
-        waiter = self._waiters.popleft() if self._waiters else None
+        waiter = self._pop_due() if self._waiters else None
         code, _, text = data.decode("utf-8", "surrogateescape").partition(" ")
         if waiter is not None:
             waiter.set_exception(FatalClientError(code, text))
@@ -122,7 +134,10 @@ class WorkerClient(ClientV2):
     def end_reading(self) -> None:
         self.broker_ended = True
         self._waiters.clear()
+        self._due_sizes.clear()
+        self._due_bytes = 0
         self._held.clear()
+        self._make_room()
         self._loop.run_callback(self._interrupt_read)
 
     def _interrupt_read(self) -> None:
@@ -134,6 +149,23 @@ class WorkerClient(ClientV2):
         if self.broker_ended:
             raise EOFError
         return super().read_line()
+
+    def _due(self, waiter: AsyncResult | None, size: int) -> None:
+        self._waiters.append(waiter)
+        self._due_sizes.append(size)
+        self._due_bytes += size
+
+    def _pop_due(self) -> AsyncResult | None:
+        self._due_bytes -= self._due_sizes.popleft()
+        if self._room is not None and len(self._waiters) <= _DUE_COMMANDS_MAX // 2 \
+                and self._due_bytes <= _DUE_BYTES_MAX // 2:
+            self._make_room()
+        return self._waiters.popleft()
+
+    def _make_room(self) -> None:
+        if self._room is not None:
+            self._room.set()
+            self._room = None
 
     def _release_held(self) -> None:
         if self._waiters:

@@ -10,18 +10,16 @@ file, opening the next data file at rollover, the directory fsync (at start), an
 
 from __future__ import annotations
 
-import shutil
 import signal
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from nsqd_py.testing import ServerError
+from tests.persistence.straced import StracedNsqd, needs_strace
 from tests.support import (
     FRAME_RESPONSE,
-    NSQD_BIN,
     NsqdProcess,
     RawConn,
     channel_stats,
@@ -30,34 +28,11 @@ from tests.support import (
     wait_until,
 )
 
-pytestmark = [
-    pytest.mark.process,
-    pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (make strace-deps installs Debian's)"),
-]
+pytestmark = [pytest.mark.process, needs_strace]
 
 DURABLE = ("--mem-queue-size=0", "--sync-every=1")
 EIO = "Input/output error"
 ENOSPC = "No space left on device"
-
-
-class StracedNsqd(NsqdProcess):
-    """nsqd under strace, which makes the ``when``-th matching call on ``path`` fail with ``error``."""
-
-    def __init__(self, data_path: Path, calls: str, path: Path, error: str, when: str, *flags: str) -> None:
-        super().__init__(data_path, *flags)
-        self.strace = ["strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null", "-P", str(path),
-                       f"--trace={calls}", f"--inject={calls}:error={error}:when={when}"]
-
-    def command(self) -> list[str]:
-        return [*self.strace, str(NSQD_BIN)]
-
-    def stop(self, timeout: float = 30.0, sig: int = signal.SIGTERM) -> int | None:
-        """The signal goes to nsqd itself (strace would only detach); strace exits with nsqd's status."""
-        if self.process is not None and self.process.poll() is None:
-            children = subprocess.run(["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True)
-            for pid in children.stdout.split():
-                subprocess.run(["kill", f"-{sig}", pid], check=False)
-        return super().stop(timeout, sig)
 
 
 @dataclass
@@ -102,7 +77,8 @@ def _restart_and_read(data: Path, topic: str) -> set[bytes]:
 def test_a_failed_call_refuses_its_publish_and_loses_nothing_acknowledged(fault: Fault, tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    nsqd = StracedNsqd(data, fault.calls, data / fault.file, fault.error, fault.when, *DURABLE, *fault.flags)
+    nsqd = StracedNsqd(data, fault.calls, data / fault.file, f"error={fault.error}:when={fault.when}", *DURABLE,
+                       *fault.flags)
     nsqd.start()
     try:
         acknowledged: list[bytes] = []
@@ -140,7 +116,7 @@ def test_a_failed_directory_fsync_at_start_stops_nsqd_with_its_reason(tmp_path: 
     later one in a disk thread cannot be singled out): nsqd refuses to start, with nsqd's FATAL line."""
     data = tmp_path / "data"
     data.mkdir()
-    nsqd = StracedNsqd(data, "fsync", data, "EIO", "1", *DURABLE)
+    nsqd = StracedNsqd(data, "fsync", data, "error=EIO:when=1", *DURABLE)
     with pytest.raises(ServerError, match=f"FATAL: failed to instantiate nsqd - failed to persist metadata - .*{EIO}"):
         nsqd.start()
     assert "Traceback" not in nsqd.log()
@@ -151,7 +127,7 @@ def test_a_failed_read_moves_the_file_to_bad_and_the_queue_goes_on(tmp_path: Pat
     what is published after it is delivered."""
     data = tmp_path / "data"
     data.mkdir()
-    nsqd = StracedNsqd(data, "pread64", data / "t:c.diskqueue.000000.dat", "EIO", "1", *DURABLE,
+    nsqd = StracedNsqd(data, "pread64", data / "t:c.diskqueue.000000.dat", "error=EIO:when=1", *DURABLE,
                        "--max-bytes-per-file=200")
     nsqd.start()
     try:
@@ -173,3 +149,35 @@ def test_a_failed_read_moves_the_file_to_bad_and_the_queue_goes_on(tmp_path: Pat
         assert "Traceback" not in nsqd.log()
     finally:
         nsqd.stop()
+
+
+def test_after_a_failed_fsync_nothing_written_before_it_is_trusted(tmp_path: Path) -> None:
+    """fsyncgate: a failed fsync may have dropped the pages it could not write, and a later fsync that succeeds says
+    nothing about them. So the publish it hit is refused and writing moves on to a new data file: when a machine
+    crash then leaves a hole where the refused messages were (simulated by zeroing them after kill -9), the reader
+    sets the rest of that file aside as .bad, and it holds nothing acknowledged."""
+    data = tmp_path / "data"
+    data.mkdir()
+    first_file = data / "t.diskqueue.000000.dat"
+    nsqd = StracedNsqd(data, "fdatasync", first_file, "error=EIO:when=2", *DURABLE)
+    nsqd.start()
+    try:
+        conn = nsqd.connect()
+        replies = [_publish(conn, b"message %02d" % i) for i in range(3)]
+        assert replies[2] is not None and replies[2][1].startswith(b"E_PUB_FAILED"), replies
+        conn = nsqd.connect()
+        later = [b"later %02d" % i for i in range(5)]
+        assert all(_publish(conn, body) == (FRAME_RESPONSE, b"OK") for body in later)
+        assert (data / "t.diskqueue.000001.dat").exists(), "writing stayed in the file whose fsync failed"
+        nsqd.stop(sig=signal.SIGKILL)
+    finally:
+        nsqd.stop()
+    acknowledged = [b"message %02d" % i for i, reply in enumerate(replies) if reply == (FRAME_RESPONSE, b"OK")]
+    assert acknowledged == [b"message 00", b"message 01"]
+    record = 4 + 26 + len(b"message 00")
+    kept = len(acknowledged) * record
+    with first_file.open("r+b") as dropped:
+        dropped.seek(kept)
+        dropped.write(bytes(first_file.stat().st_size - kept))
+    got = _restart_and_read(data, "t")
+    assert set(acknowledged + later) <= got, f"lost: {sorted(set(acknowledged + later) - got)}"

@@ -150,7 +150,8 @@ def test_clean_stop_commits_the_last_batch_and_hands_back_the_rest(spark: SparkS
                 .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
                 .trigger(**trigger).start())
 
-    query = start(processingTime="3 seconds")
+    # a long trigger interval: the stop below must come between the first batches even on a loaded machine
+    query = start(processingTime="10 seconds")
     # stop between triggers, right after a batch was written: its commit to the source is still to come
     wait_until(lambda: query.lastProgress is not None and query.lastProgress["numInputRows"] > 0
              and not query.status["isTriggerActive"], timeout=120, interval=0.05)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 
-__all__ = ["persist"]
+__all__ = ["persist", "replace_file"]
 
 
 def persist(fsync_fds: list[int], dir_path: str | None, meta_path: str, meta: bytes,
@@ -25,21 +24,7 @@ def persist(fsync_fds: list[int], dir_path: str | None, meta_path: str, meta: by
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-    tmp = f"{meta_path}.{random.getrandbits(63)}.tmp"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        try:
-            written = 0
-            while written < len(meta):
-                written += os.write(fd, meta[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, meta_path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    replace_file(meta_path, meta, sync_dir=False)
     errors = []
     for path, bad_path in release:
         try:
@@ -52,3 +37,34 @@ def persist(fsync_fds: list[int], dir_path: str | None, meta_path: str, meta: by
         except OSError as err:
             errors.append(f"failed to {'Remove' if bad_path is None else 'rename'}({path}) - {err}")
     return errors
+
+
+def replace_file(path: str, data: bytes, sync_dir: bool) -> None:
+    """Replace ``path`` atomically: write ``path``.tmp, fsync it, rename it over ``path``; with ``sync_dir``, fsync
+    the directory too, so the rename survives a machine crash.
+
+    The temporary name is fixed (Go adds a random number): a file's writers take turns, so a crash leaves at most one
+    leftover, which the next write overwrites, and a fault test can aim at it (strace -P matches a rename by its
+    source).
+    """
+    tmp = f"{path}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if sync_dir:
+        dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

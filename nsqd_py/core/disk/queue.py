@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import gevent
 from gevent.event import Event
@@ -29,13 +31,18 @@ from nsqd_py.runtime.disk_threads import run_blocking
 from nsqd_py.runtime.log import Logger
 
 from ..errors import BackendError
-from .acks import Acks
+from .acks import Acks, QueueCommits
 from .format import LENGTH, QueueFiles, meta_text
 from .persist import persist
 from .reader import DiskReader
 from .salvage import resume
 
 __all__ = ["DiskQueue"]
+
+T = TypeVar("T")
+
+#: a sync at least this slow is logged
+SLOW_SYNC_SECONDS = 1.0
 
 
 class DiskQueue(DiskReader):
@@ -53,6 +60,8 @@ class DiskQueue(DiskReader):
         self._sync_timeout = sync_timeout_ns / 1e9
         self._before_sync = before_sync
         self._acks = acks  # durable acks: puts are made durable by its group commit rounds, not one by one
+        #: this queue's group commit rounds (the acks keep them here, so they go with the queue)
+        self.commits: QueueCommits | None = None
 
         self._wfd: int | None = None
         self._old_wfds: list[int] = []  # rolled-over write files, fsynced and closed by the next sync
@@ -61,7 +70,8 @@ class DiskQueue(DiskReader):
         self._synced = -1  # _changes as of the last successful sync (-1: meta never written by us)
         self._count = 0  # puts + acks since the last sync
         self._puts = 0  # records put so far
-        self._durable_puts = 0  # _puts as of the last fsync that returned (data only or with the meta file)
+        self._durable_puts = 0  # _puts as of the last fsync that returned, or of the last round that failed
+        self._untrusted_puts = 0  # _puts when a sync last failed: not durable, whatever later syncs say
         self._meta_wfile = -1  # writeFileNum in the meta file we last wrote (-1: none yet)
         self._syncing: Event | None = None  # set while a sync (or empty/close) runs; it owns the descriptors then
         self._timer: gevent.Greenlet | None = None
@@ -225,22 +235,52 @@ class DiskQueue(DiskReader):
         BackendError.
         """
         target = self._puts
-        while self._durable_puts < target and not self._shut and not self._closed:
-            if self._syncing is not None:
-                self._syncing.wait()
-                continue
-            if self._meta_wfile != self._wfile or self._old_wfds or self._dir_dirty or self._wfd is None:
-                self.sync()
-                continue
-            with self._exclusive():
-                puts, fd = self._puts, self._wfd
-                try:
-                    run_blocking(os.fdatasync, fd)
-                except OSError as err:
-                    raise BackendError(f"failed to sync {self._files.data_file(self._wfile)} - {err}") from err
-                self._durable_puts = max(self._durable_puts, puts)
+        try:
+            while self._durable_puts < target and not self._shut and not self._closed:
+                if self._syncing is not None:
+                    self._syncing.wait()
+                    continue
+                if self._durable_puts < self._untrusted_puts:
+                    raise BackendError(f"a sync of {self.name}'s data file failed after these messages were "
+                                       f"written")
+                if self._meta_wfile != self._wfile or self._old_wfds or self._dir_dirty or self._wfd is None:
+                    self.sync()
+                    continue
+                with self._exclusive():
+                    puts, fd = self._puts, self._wfd
+                    try:
+                        self._timed(os.fdatasync, fd)
+                    except OSError as err:
+                        failed = self._files.data_file(self._wfile)
+                        self._sync_failed()
+                        raise BackendError(f"failed to sync {failed} - {err}") from err
+                    self._durable_puts = max(self._durable_puts, puts)
+        except BackendError:
+            # the records up to target are this round's (or earlier rounds'): this error answers their publishers
+            self._durable_puts = max(self._durable_puts, target)
+            raise
         if self._timer is None and self._synced < self._changes:
             self._arm_timer()
+
+    def _timed(self, func: Callable[..., T], *args: object) -> T:
+        """Run a sync on a disk thread; one that takes long is logged, as publishers at --sync-every=1 wait for it."""
+        started = time.monotonic()
+        try:
+            return run_blocking(func, *args)
+        finally:
+            took = time.monotonic() - started
+            if took >= SLOW_SYNC_SECONDS:
+                self._log.warn(f"DISKQUEUE({self.name}): a sync took {took:.1f}s (slow disk)")
+
+    def _sync_failed(self) -> None:
+        """After a failed fsync the kernel may have dropped the dirty pages it could not write and marked them clean,
+        so a later fsync that succeeds proves nothing about them ("fsyncgate"). Every record put so far that was not
+        durable before is given up on (the publishers waiting for them get an error, now or at the next round) and
+        writing moves on to a new file: a crash may leave holes in this one's unsynced tail, and a reader stops at a
+        hole and sets the rest of its file aside as .bad, which must not hold anything acknowledged."""
+        self._untrusted_puts = self._puts
+        if self._wpos > 0:
+            self._roll()
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -275,7 +315,7 @@ class DiskQueue(DiskReader):
         try:
             if self._before_sync is not None:
                 self._before_sync()
-            errors = run_blocking(persist, fsync_fds, files.data_path if dir_dirty else None, files.meta_path, meta,
+            errors = self._timed(persist, fsync_fds, files.data_path if dir_dirty else None, files.meta_path, meta,
                                   release)
         except BaseException as err:
             # keep the old write files for the next attempt: closing them now would leave them unsynced
@@ -284,6 +324,7 @@ class DiskQueue(DiskReader):
             if self._timer is None:
                 self._arm_timer()  # retry later even if nothing else changes
             if isinstance(err, OSError):
+                self._sync_failed()
                 raise BackendError(str(err)) from err
             raise
         for fd in closing:
