@@ -15,6 +15,7 @@ the fixtures `nsqd` and `nsqlookupd`.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import signal
 import socket
@@ -36,10 +37,28 @@ class ServerError(RuntimeError):
     """The server did not come up; the message holds its log."""
 
 
+def _ephemeral_ports() -> range:
+    """The kernel's range for the local ports of outgoing connections (Linux; its default elsewhere)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port nothing listens on, chosen below the ephemeral range: a port from that range can be taken
+    by any client's outgoing connection before the server binds it."""
+    ephemeral = _ephemeral_ports()
+    for _ in range(50):
+        port = random.randrange(10000, ephemeral.start) if ephemeral.start > 11000 else 0
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise OSError("no free port found")
 
 
 class _Server:
@@ -85,13 +104,28 @@ class _Server:
         return [*self.command(), f"--tcp-address={self.tcp_address}", http, *self.flags]
 
     def start(self, timeout: float | None = None) -> _Server:
-        """Start it and wait until its ports answer (``timeout``: instead of ``start_timeout``)."""
+        """Start it and wait until its ports answer (``timeout``: instead of ``start_timeout``). A port another
+        process took since it was chosen is replaced by a new one, twice at most."""
+        for _ in range(2):
+            try:
+                return self._start_once(timeout)
+            except ServerError as err:
+                if "address already in use" not in str(err):
+                    raise
+                self.tcp_port = free_port()
+                if self.http_port is not None:
+                    self.http_port = free_port()
+        return self._start_once(timeout)
+
+    def _start_once(self, timeout: float | None) -> _Server:
         wait = self.start_timeout if timeout is None else timeout
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                self._log.close()
+                self._log = None
                 raise ServerError(f"{self.name} exited with {self.process.returncode}:\n{self.log()}")
             if self._answers():
                 return self

@@ -613,7 +613,10 @@ def test_fsync_does_not_block_the_event_loop(tmp_path: Path, monkeypatch: pytest
     q.close()
 
 
-def test_failed_sync_raises_and_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_sync_raises_moves_to_a_new_file_and_is_retried(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a failed fsync the file's unsynced tail cannot be trusted (fsyncgate): writing goes on in the next
+    file; what was written stays readable."""
     log = CapturingLogger()
     q = make_queue(tmp_path, sync_every=1, sync_timeout_ns=50_000_000, logger=log)
 
@@ -625,6 +628,9 @@ def test_failed_sync_raises_and_is_retried(tmp_path: Path, monkeypatch: pytest.M
         q.put(rec(0))
     monkeypatch.undo()
     # the sync-timeout timer retries without another put
-    assert meta_becomes(tmp_path, "1\n0,0\n0,44\n") == "1\n0,0\n0,44\n"
+    assert meta_becomes(tmp_path, "1\n0,0\n1,0\n") == "1\n0,0\n1,0\n"
     assert "ERROR" not in log.text
+    q.put(rec(1))
+    assert drain(q) == [rec(0), rec(1)]
+    assert (tmp_path / "t.diskqueue.000001.dat").stat().st_size == 4 + len(rec(1))
     q.close()
