@@ -27,7 +27,7 @@ import gevent
 import orjson
 from gevent.queue import Empty, Queue
 
-from ..core.errors import ExitingError
+from ..core.errors import BackendError, ExitingError
 from ..runtime.version import NSQ_VERSION
 from .lookup_peer import PING, Command, LookupPeer, PeerError, PeerInfo, register, unregister
 from .lookupd_channels import lookupd_channels
@@ -122,6 +122,8 @@ class LookupLoop:
                 topic.get_channel(name)
             except ExitingError:
                 return
+            except BackendError as err:  # the channel is made; nsqd.dat catches up with the next write
+                self._log.error(f"failed to pre-create channel {name} for topic {topic.name} - {err}")
 
     # ---- the loop -----------------------------------------------------------------------------
 

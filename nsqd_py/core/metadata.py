@@ -7,7 +7,9 @@ between writes, so a write re-encodes only the topics that changed. The bytes ar
 creation order, `"channels":null` for a topic without any, `"topics":null` for none.
 
 Until the write that covers a change lands, its topic is *unsettled*: a publisher or subscriber that finds
-it waits too (`settle`), so nothing is acknowledged in a topic or channel that kill -9 would forget.
+it waits too (`settle`), so nothing is acknowledged in a topic or channel that kill -9 would forget. A write that
+fails fails the changes and settles waiting for it (BackendError: the publish is refused), makes nsqd unhealthy
+and is tried again a second later; the topics stay unsettled until a write covering them lands.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from ..runtime.disk_threads import run_blocking
 from ..runtime.log import Logger
 from ..runtime.version import NSQ_VERSION
 from .disk.persist import replace_file
+from .errors import BackendError
+
+#: how long after a failed write the next one is tried
+RETRY_SECONDS = 1.0
 
 if TYPE_CHECKING:
     from .topic import Topic
@@ -44,10 +50,12 @@ def document(entries: Iterable[bytes]) -> bytes:
 class MetadataFile:
     """nsqd.dat of one data directory; ``topics`` is the broker's live topic map."""
 
-    def __init__(self, path: str, topics: Callable[[], dict[str, Topic]], logger: Logger) -> None:
+    def __init__(self, path: str, topics: Callable[[], dict[str, Topic]], logger: Logger,
+                 health: Callable[[Exception | None], None]) -> None:
         self.path = path
         self._topics = topics
         self._logger = logger
+        self._health = health  # told of a failed write, and of the write that lands after it
         #: each non-ephemeral topic's encoded entry, in creation order
         self._entries: dict[str, bytes] = {}
         #: topics changed since their entry was encoded
@@ -58,6 +66,8 @@ class MetadataFile:
         self._written = 0
         self._round_done = Event()
         self._writer: gevent.Greenlet | None = None
+        #: the last write that failed: the round it covered and why (None once a write landed)
+        self._failure: tuple[int, str] | None = None
 
     def write_now(self) -> None:
         """Write the whole file from scratch (start-up, exit), after a write under way; OSError on failure."""
@@ -71,7 +81,7 @@ class MetadataFile:
 
     def changed(self, topic_name: str) -> None:
         """Record a change to a topic (created, deleted, paused, a channel's the same) and wait for the write
-        that covers it. A failed write is logged, as nsqd does, and the change answers all the same."""
+        that covers it; BackendError when that write failed (the change stays in memory, and is written later)."""
         self._dirty.add(topic_name)
         self._requested += 1
         round_ = self._requested
@@ -81,7 +91,7 @@ class MetadataFile:
         self._wait_for(round_)
 
     def settle(self, topic_name: str) -> None:
-        """Wait until the topic's last change is on disk (at once when it is)."""
+        """Wait until the topic's last change is on disk (at once when it is); BackendError as changed()."""
         round_ = self._unsettled.get(topic_name)
         if round_ is not None:
             self._wait_for(round_)
@@ -93,6 +103,9 @@ class MetadataFile:
     def _wait_for(self, round_: int) -> None:
         while self._written < round_:
             self._round_done.wait()
+            failure = self._failure
+            if failure is not None and failure[0] >= round_ > self._written:
+                raise BackendError(f"failed to persist metadata - {failure[1]}")
 
     def _write_rounds(self) -> None:
         try:
@@ -104,6 +117,14 @@ class MetadataFile:
                     run_blocking(replace_file, self.path, data, True)
                 except OSError as err:
                     self._logger.error(f"failed to persist metadata - {err}")
+                    self._failure = (round_, str(err))
+                    self._health(err)
+                    self._wake()
+                    gevent.sleep(RETRY_SECONDS)
+                    continue
+                if self._failure is not None:
+                    self._failure = None
+                    self._health(None)
                 self._finish(round_)
         finally:
             self._writer = None
@@ -122,5 +143,8 @@ class MetadataFile:
     def _finish(self, round_: int) -> None:
         self._written = round_
         self._unsettled = {name: r for name, r in self._unsettled.items() if r > round_}
+        self._wake()
+
+    def _wake(self) -> None:
         done, self._round_done = self._round_done, Event()
         done.set()

@@ -64,7 +64,8 @@ class NSQD:
         #: open, and files appear later only through the queue that owns them (we hold the data dir's lock), so the
         #: directory is listed once, not once per new queue (an O(files) listing each)
         self._data_files: dict[str, list[int]] | None = None
-        self.metadata_file = MetadataFile(os.path.join(self.data_path, METADATA_FILE), lambda: self.topics, logger)
+        self.metadata_file = MetadataFile(os.path.join(self.data_path, METADATA_FILE), lambda: self.topics, logger,
+                                          self.set_health)
 
     # ---- lifecycle ----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 from urllib.parse import unquote_to_bytes
 
-from ..core.errors import ExitingError
+from ..core.errors import BackendError, ExitingError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..wire.names import is_valid_name
@@ -98,8 +98,11 @@ def topic_from_query(nsqd: NSQD, query: Query) -> Topic:
 
 
 def get_topic(nsqd: NSQD, name: str) -> Topic:
-    """The topic ``name`` (a valid name), created if new; 503 EXITING while nsqd shuts down."""
+    """The topic ``name`` (a valid name), created if new; 503 EXITING while nsqd shuts down, 500 INTERNAL_ERROR when
+    nsqd.dat could not record it (core/metadata.py)."""
     try:
         return nsqd.get_topic(name)
     except ExitingError:
         raise APIError(503, "EXITING") from None
+    except BackendError:
+        raise APIError(500, "INTERNAL_ERROR") from None

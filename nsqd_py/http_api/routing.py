@@ -28,6 +28,7 @@ from urllib.parse import quote
 import falcon
 from falcon.routing import map_http_methods
 
+from ..core.errors import BackendError
 from ..http_server.access_log import log_access
 from ..runtime.log import Logger
 from .responses import HTML_TYPE, APIError, Handler, Responder, plain_text, status_line, v1
@@ -172,6 +173,9 @@ def logged(handler: Handler, logger: Logger) -> Handler:
                 logger.error(err.log)
                 err.log = ""
             raise
+        except BackendError:  # a change nsqd.dat could not record (core/metadata.py): not done, say so
+            status = 500
+            raise APIError(500, "INTERNAL_ERROR") from None
         except Exception:
             status = 500
             raise

@@ -24,7 +24,7 @@ def subscribe(nsqd: NSQD, client: Consumer, topic_name: str, channel_name: str) 
         try:
             channel = nsqd.get_topic(topic_name).get_channel(channel_name)
             channel.add_client(client)
-        except MessageError as err:
+        except (MessageError, BackendError) as err:
             raise FatalClientError("E_SUB_FAILED", f"SUB failed {err}") from None
         except ExitingError:
             if attempt == 1:
@@ -68,5 +68,5 @@ def publish(nsqd: NSQD, topic_name: str, cmd: str, bodies: list[bytes], deferred
 def create_topic(nsqd: NSQD, cmd: str, topic_name: str) -> None:
     try:
         nsqd.get_topic(topic_name)
-    except ExitingError as err:
+    except (ExitingError, BackendError) as err:
         raise FatalClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None

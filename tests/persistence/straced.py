@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,33 @@ class StracedNsqd(NsqdProcess):
             for pid in children.stdout.split():
                 subprocess.run(["kill", f"-{sig}", pid], check=False)
         return super().stop(timeout, sig)
+
+
+class AttachedStrace:
+    """strace attached to every thread of a running process, making the matching ``calls`` on ``path`` fail with
+    ``error`` until it detaches: a fault that lasts a while, after a clean start."""
+
+    def __init__(self, pid: int, calls: str, path: Path, error: str) -> None:
+        self.pid = pid
+        self.command = ["strace", "-f", "-qq", "-o", "/dev/null", "-p", str(pid), "-P", str(path),
+                        f"--trace={calls}", f"--inject={calls}:error={error}"]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> AttachedStrace:
+        self.process = subprocess.Popen(self.command)
+        deadline = time.monotonic() + 10
+        while not self._attached():
+            assert time.monotonic() < deadline, "strace did not attach"
+            time.sleep(0.05)
+        return self
+
+    def _attached(self) -> bool:
+        """Every thread of the process has a tracer."""
+        tasks = Path(f"/proc/{self.pid}/task")
+        return all("TracerPid:\t0\n" not in (task / "status").read_text() for task in tasks.iterdir())
+
+    def __exit__(self, *exc: object) -> None:
+        """Detach: strace lets go of every thread on SIGTERM."""
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(10)

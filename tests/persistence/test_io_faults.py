@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from nsqd_py.testing import ServerError
-from tests.persistence.straced import StracedNsqd, needs_strace
+from tests.persistence.straced import AttachedStrace, StracedNsqd, needs_strace
 from tests.support import (
     FRAME_RESPONSE,
     NsqdProcess,
@@ -60,8 +60,12 @@ PUBLISH_FAULTS = [
 
 
 def _publish(conn: RawConn, body: bytes) -> tuple[int, bytes] | None:
-    """PUB and its answer; None when the connection ended without one."""
-    conn.send("PUB t", body)
+    """PUB to topic t and its answer; None when the connection ended without one."""
+    return _publish_to(conn, "t", body)
+
+
+def _publish_to(conn: RawConn, topic: str, body: bytes) -> tuple[int, bytes] | None:
+    conn.send(f"PUB {topic}", body)
     try:
         return conn.frame()
     except ConnectionError:
@@ -181,3 +185,39 @@ def test_after_a_failed_fsync_nothing_written_before_it_is_trusted(tmp_path: Pat
         dropped.write(bytes(first_file.stat().st_size - kept))
     got = _restart_and_read(data, "t")
     assert set(acknowledged + later) <= got, f"lost: {sorted(set(acknowledged + later) - got)}"
+
+
+@pytest.mark.parametrize("calls", ["write", "fsync", "rename,renameat,renameat2"])
+def test_a_failed_nsqd_dat_write_refuses_what_it_would_record(calls: str, tmp_path: Path) -> None:
+    """nsqd.dat's temporary file cannot be written, synced or renamed while strace is attached: a PUB to a new topic
+    is refused (a restart would not know the topic, so its messages must not be acknowledged), so is an HTTP create,
+    and /ping says NOK. Once the fault clears, the next write lands within seconds and everything works; a crash
+    then loses nothing acknowledged. Go nsqd only logs such a failure and answers OK."""
+    data = tmp_path / "data"
+    data.mkdir()
+    nsqd = NsqdProcess(data, *DURABLE)
+    nsqd.start()
+    try:
+        assert nsqd.process is not None
+        with AttachedStrace(nsqd.process.pid, calls, data / "nsqd.dat.tmp", "EIO"):
+            reply = _publish_to(nsqd.connect(), "new", b"refused")
+            assert reply is not None and reply[1].startswith(b"E_PUB_FAILED PUB failed failed to persist metadata - ")
+            assert EIO.encode() in reply[1]
+            assert request(nsqd.http_port, "POST", "/topic/create?topic=other").status == 500
+            assert request(nsqd.http_port, "GET", "/ping").body.startswith(b"NOK - ")
+            nsqd.stop(sig=signal.SIGKILL)  # a crash while the fault lasts: nothing was acknowledged in "new"
+        nsqd.start()
+        assert _publish_to(nsqd.connect(), "new", b"kept") == (FRAME_RESPONSE, b"OK")
+        assert nsqd.process is not None
+        with AttachedStrace(nsqd.process.pid, calls, data / "nsqd.dat.tmp", "EIO"):
+            assert request(nsqd.http_port, "POST", "/topic/create?topic=other").status == 500
+        wait_until(lambda: request(nsqd.http_port, "GET", "/ping").body == b"OK", timeout=15)
+        assert _publish_to(nsqd.connect(), "other", b"after") == (FRAME_RESPONSE, b"OK")
+        nsqd.stop(sig=signal.SIGKILL)
+        assert "Traceback" not in nsqd.log()
+    finally:
+        nsqd.stop()
+    with NsqdProcess(data) as plain:
+        assert [m.body for m in drain(plain.tcp_port, "new", "check")] == [b"kept"]
+        assert [m.body for m in drain(plain.tcp_port, "other", "check")] == [b"after"]
+
