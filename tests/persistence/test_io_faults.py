@@ -4,8 +4,9 @@
 After each fault: no OK for a message that is not on disk (the publish the fault hit is refused with nsqd's error
 naming the cause), /ping says NOK while it lasts, no traceback, publishing works again once it cleared, and a
 restart reads back every acknowledged message. The calls: a message's write, its fdatasync, the full fsync of a new
-file, opening the next data file at rollover, the directory fsync (at start), and a consumer's read of a data file.
-(Renames are not here yet: strace's -P matches a rename by its source, a temporary file with a random name.)
+file, opening the next data file at rollover, the meta file's temporary file (write, fsync, rename), the directory
+fsync (at start), nsqd.dat's temporary file (strace attached to a running nsqd), and a consumer's read of a data
+file. (strace's -P matches a rename by its source: the temporary files have fixed names for that.)
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ PUBLISH_FAULTS = [
           flags=("--max-bytes-per-file=100",)),
     Fault("opening the next file, ENOSPC", "openat", "t.diskqueue.000001.dat", "ENOSPC", ENOSPC, when="1",
           flags=("--max-bytes-per-file=100",)),
+    # the meta file, written by a new file's first (full) sync: its temporary file's write, fsync and rename
+    Fault("meta write", "write", "t.diskqueue.meta.dat.tmp", "EIO", EIO, when="1"),
+    Fault("meta write, ENOSPC", "write", "t.diskqueue.meta.dat.tmp", "ENOSPC", ENOSPC, when="1"),
+    Fault("meta fsync", "fsync", "t.diskqueue.meta.dat.tmp", "EIO", EIO, when="1"),
+    Fault("meta rename", "rename,renameat,renameat2", "t.diskqueue.meta.dat.tmp", "EIO", EIO, when="1"),
 ]
 
 
