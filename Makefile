@@ -11,17 +11,21 @@ PURE_TESTS := tests/unit tests/protocol tests/http
 # start nsqd as a process (in-process tests serve TCP in the test's own process, in either mode). HTTP is served by
 # the broker process in both modes, the same code, so tests/http runs once.
 IO_WORKER_TESTS := tests/protocol tests/clients tests/persistence tests/security
+# ccache, when installed (`make test` installs Debian's), so the wheel `make dist` compiles reuses the objects of the
+# install's compile: the same generated C with the same flags (NOHASHDIR: the two builds run in different directories;
+# and both build in the venv, with its mypyc, not in an isolated build environment of their own)
+WITH_CCACHE := if command -v ccache >/dev/null; then export CC="ccache $${CC:-gcc}" CCACHE_NOHASHDIR=1; fi;
 # most tests wait (on processes, timeouts, heartbeats), so 4 workers overlap them even on 2 cores; a test file
 # stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once
 PARALLEL ?= -n 4 --dist loadfile
 
-.PHONY: run test install lint bench bench-deps browser-deps faketime-deps strace-deps fuse-deps clean dist
+.PHONY: run test install lint bench bench-deps browser-deps ccache-deps faketime-deps strace-deps fuse-deps clean dist
 
 run: install
 	mkdir -p data
 	$(BIN)/nsqd --config configs/nsqd.toml
 
-test: install browser-deps faketime-deps strace-deps fuse-deps
+test: ccache-deps install browser-deps faketime-deps strace-deps fuse-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q $(PARALLEL) --durations=25
@@ -35,7 +39,8 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml setup.cfg setup.py $(COMPILED)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q $$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires']))")
+	$(WITH_CCACHE) $(BIN)/pip install -q --no-build-isolation -e '.[test]'
 	touch $(STAMP)
 
 # An sdist and a wheel in $(DIST): the wheel is compiled with mypyc where a C compiler is present (pure Python
@@ -44,7 +49,7 @@ $(STAMP): $(BIN)/python pyproject.toml setup.cfg setup.py $(COMPILED)
 DIST ?= dist
 dist: install
 	rm -f $(DIST)/nsqd_py-*
-	$(BIN)/python -m build --no-isolation --outdir $(DIST) .
+	$(WITH_CCACHE) $(BIN)/python -m build --no-isolation --outdir $(DIST) .
 
 lint: install
 	$(BIN)/ruff check .
@@ -66,6 +71,11 @@ browser-deps:
 # needs root.
 faketime-deps:
 	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || (apt-get update && apt-get install -y libfaketime)
+
+# Debian's ccache, which makes the wheel build of tests/packaging/test_wheel.py reuse the install's compiled objects;
+# needs root.
+ccache-deps:
+	command -v ccache >/dev/null || (apt-get update && apt-get install -y ccache)
 
 # Debian's strace, whose --inject makes one I/O call of nsqd fail (tests/persistence/test_io_faults.py); needs root.
 strace-deps:

@@ -73,10 +73,8 @@ def _extensions() -> list:
         return []
     from mypyc.build import mypycify
 
-    # NSQD_PY_OPT_LEVEL: the C compiler's optimisation (0-3, default 3); tests/packaging builds its wheel at 0, which
-    # compiles in a fraction of the time and proves the same packaging
-    return mypycify(["--ignore-missing-imports", "--follow-imports=silent", *COMPILED_MODULES],
-                    opt_level=os.environ.get("NSQD_PY_OPT_LEVEL", "3"), debug_level="0")
+    return mypycify(["--ignore-missing-imports", "--follow-imports=silent", *COMPILED_MODULES], opt_level="3",
+                    debug_level="0")
 
 
 setup(ext_modules=_extensions())

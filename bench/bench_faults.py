@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_faults.py --go ../shared/reference-go/nsqd [--rounds 4]
 
-Two faults, each on a fresh data dir, both servers alike (`--mem-queue-size=0 --sync-every=1`):
+Three faults, each on a fresh data dir, both servers alike (`--mem-queue-size=0 --sync-every=1`):
 
 * **power loss**: the data dir on tests/persistence/powerloss_fs.py (a FUSE filesystem that drops every write no
   completed fsync covers); under load from 3 publishers (single PUBs, each waiting for its answer) and a consumer,
@@ -12,6 +12,10 @@ Two faults, each on a fresh data dir, both servers alike (`--mem-queue-size=0 --
   file after the 10th fails with EIO; 3 publishers for 3 s. Counts the OKs given while syncs were failing (each an
   acknowledgement of a message not known to be on disk) and the errors, then restarts the server without the fault
   and counts what was lost.
+
+* **slow disk**: every fsync/fdatasync of topic `slow`'s data file takes 1 s (strace's delay_exit); one publisher
+  to it and 3 to topic `fast` for 6 s. Shows whether one slow queue holds up the others: the fast topic's rate and
+  the latency of its OKs.
 
 With --defaults, the power-loss run again at the default settings. Needs root (mount, strace), libfuse2 and fusepy
 (`make fuse-deps strace-deps`, the test extras).
@@ -213,6 +217,51 @@ def failing_fsyncs(binary: Path) -> str:
                 f"errors; {lost} acknowledged lost after a restart")
 
 
+def _timed_publishes(port: int, topic: str, stop: threading.Event, latencies: list[float]) -> None:
+    """Single PUBs to ``topic``, each waiting for its OK, until ``stop``; the latency of each OK goes to
+    ``latencies``."""
+    conn = Conn(port)
+    i = 0
+    while not stop.is_set():
+        body = f"{topic}-{i}".encode()
+        i += 1
+        started = time.monotonic()
+        conn.send(f"PUB {topic}\n".encode() + struct.pack(">i", len(body)) + body)
+        if conn.frame() == (0, b"OK"):
+            latencies.append(time.monotonic() - started)
+
+
+def slow_disk(binary: Path, seconds: float = 6.0) -> str:
+    """Every fsync of topic `slow`'s data file takes 1 s; a publisher to it and 3 to topic `fast` for ``seconds``."""
+    with tempfile.TemporaryDirectory(prefix="slow-disk-") as root:
+        data = Path(root)
+        strace = ["strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null", "-P",
+                  str(data / "slow.diskqueue.000000.dat"), "--trace=fsync,fdatasync",
+                  "--inject=fsync,fdatasync:delay_exit=1000000"]
+        server = Server(binary, data, prefix=strace)
+        stop = threading.Event()
+        slow: list[float] = []
+        fast: list[list[float]] = [[], [], []]
+        threads = [threading.Thread(target=_timed_publishes, args=(server.tcp, "slow", stop, slow))]
+        threads += [threading.Thread(target=_timed_publishes, args=(server.tcp, "fast", stop, each)) for each in fast]
+        for thread in threads:
+            thread.start()
+        time.sleep(seconds)
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+        server.kill(signal.SIGTERM)
+        latencies = sorted(x for each in fast for x in each)
+        if not latencies:
+            return f"slow topic {len(slow)} OKs; fast topic: no OK in {seconds:.0f} s"
+
+        def ms(q: float) -> str:
+            return f"{latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000:.1f}"
+
+        return (f"slow topic {len(slow)} OKs in {seconds:.0f} s; fast topic {len(latencies) / seconds:.0f} OK/s, "
+                f"latency p50 {ms(0.5)} ms, p99 {ms(0.99)} ms, max {latencies[-1] * 1000:.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--go", type=Path, help="Go's nsqd binary")
@@ -221,13 +270,18 @@ def main() -> None:
     parser.add_argument("--defaults", action="store_true",
                         help="also the power-loss run at the default settings (memory queues of 10,000, sync every "
                              "2,500 messages or 2 s): what the README's durability table says is lost")
+    parser.add_argument("--only", choices=["power-loss", "failing-fsyncs", "slow-disk"], help="run one fault only")
     args = parser.parse_args()
     servers = [("nsqd-py", args.nsqd)] + ([("Go nsqd", args.go)] if args.go else [])
     print(f"faults at --mem-queue-size=0 --sync-every=1, {time.strftime('%Y-%m-%d')}, "
           f"load average {os.getloadavg()[0]:.2f}")
     for who, binary in servers:
-        print(f"{who:8s} power loss:      {power_loss(binary, args.rounds)}", flush=True)
-        print(f"{who:8s} failing fsyncs:  {failing_fsyncs(binary)}", flush=True)
+        if args.only in (None, "power-loss"):
+            print(f"{who:8s} power loss:      {power_loss(binary, args.rounds)}", flush=True)
+        if args.only in (None, "failing-fsyncs"):
+            print(f"{who:8s} failing fsyncs:  {failing_fsyncs(binary)}", flush=True)
+        if args.only in (None, "slow-disk"):
+            print(f"{who:8s} slow disk:       {slow_disk(binary)}", flush=True)
         if args.defaults:
             print(f"{who:8s} power loss at the defaults: {power_loss(binary, args.rounds, flags=())}", flush=True)
 
