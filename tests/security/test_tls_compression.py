@@ -375,7 +375,7 @@ def test_mutual_tls(policy: str, nsqd_factory: Callable[..., NsqdProcess], tls_f
 
 
 @pytest.mark.xfail(strict=True, reason="Python's ssl cannot accept an unverified client certificate "
-                   "(Go's tls.RequireAnyClientCert); documented in nsqd_py/daemon/tlsconfig.py")
+                   "(Go's tls.RequireAnyClientCert); documented in nsqd_py/config/tlsconfig.py")
 def test_require_any_cert(nsqd_factory: Callable[..., NsqdProcess], tls_flags: Callable[..., list[str]],
                           pki: Pki) -> None:
     """Go: --tls-client-auth-policy=require demands *a* certificate but does not verify it."""
