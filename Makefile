@@ -17,7 +17,7 @@ IO_WORKER_TESTS := tests/protocol tests/clients tests/persistence tests/security
 WITH_CCACHE := if command -v ccache >/dev/null; then export CC="ccache $${CC:-gcc}" CCACHE_NOHASHDIR=1; fi;
 # most tests wait (on processes, timeouts, heartbeats), so 4 workers overlap them even on 2 cores; a test file
 # stays on one worker, so its module fixtures (a Spark cluster, a pair of nsqds) start once
-PARALLEL ?= -n 4 --dist loadfile --no-loadscope-reorder
+PARALLEL ?= -n 4 --dist loadfile
 
 .PHONY: run test install lint bench bench-deps browser-deps ccache-deps faketime-deps strace-deps fuse-deps clean dist
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -26,29 +25,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "process: starts a real process (left out of `make check`)")
 
 
-#: the longest test files (minutes of Spark each): they start first, each on an xdist worker of its own, so the run
-#: does not end waiting for one of them (`make test` turns xdist's own ordering off: it would send them out last)
-START_FIRST = ("tests/spark/test_cluster.py", "tests/spark/test_pipeline.py")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.process)
-    tests_in_file = Counter(_file_of(item) for item in items)
-
-    def order(item: pytest.Item) -> tuple[int, int]:
-        """START_FIRST, then the files with the most tests first (xdist's own order); sorted stably, so a file's
-        tests keep their order."""
-        file = _file_of(item)
-        first = START_FIRST.index(file) if file in START_FIRST else len(START_FIRST)
-        return first, -tests_in_file[file]
-
-    items.sort(key=order)
-
-
-def _file_of(item: pytest.Item) -> str:
-    return item.nodeid.partition("::")[0]
 
 
 @pytest.fixture
