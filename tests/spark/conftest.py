@@ -19,6 +19,11 @@ from tests.support import NsqdProcess
 #: with this text. It is the machine, not the data source: such a failure gets one more run, nothing else does.
 WORKER_START_TIMEOUT = "Python worker failed to connect back"
 
+#: every JVM the Spark tests start (the session's, spark-submit's, a cluster's daemons and executors) compiles with C1
+#: only and collects with one thread: they live for seconds on small data, and this cuts their CPU by a quarter
+#: (tests/spark/test_write.py on 2 cores: 41-44 s of CPU instead of 56-57), which the other test workers get
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
