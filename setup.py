@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -68,8 +69,13 @@ def _pure_requested() -> bool:
     return bool(module.pure_requested(os.environ))
 
 
+#: the setup.py commands that build the compiled modules; the others a build runs (egg_info, dist_info, sdist) leave
+#: mypyc alone, which would otherwise analyse the package each time (four times per `make dist`)
+BUILD_COMMANDS = frozenset({"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"})
+
+
 def _extensions() -> list:
-    if _pure_requested() or not _have_compiler():
+    if _pure_requested() or not _have_compiler() or not BUILD_COMMANDS.intersection(sys.argv[1:]):
         return []
     from mypyc.build import mypycify
 
