@@ -18,8 +18,8 @@ import gevent
 from .consumer import Consumer
 from .e2e import E2ELatency
 from .errors import BackendError, ExitingError, MessageError
-from .message import PARKED_DELAY, Message, Parked
-from .queue import MessageQueue, park, unpark
+from .message import Message, Parked, park, parked_delay, unpark
+from .queue import MessageQueue
 
 if TYPE_CHECKING:
     from .nsqd import NSQD
@@ -137,7 +137,7 @@ class Channel:
         self.message_count += 1
         mem_size = self._mem_size
         if mem_size:
-            delay = parked[PARKED_DELAY]
+            delay = parked_delay(parked)
             if delay:
                 self._start_deferred(unpark(parked), delay)
                 return
@@ -154,7 +154,7 @@ class Channel:
         """One publish's messages (all with the same delay). While no consumer could take one now - a
         backlog, or nobody ready - they are queued in one step, which is where put_parked would send each
         of them; otherwise each goes through put_parked."""
-        if self._mem_size and not batch[0][PARKED_DELAY] and (
+        if self._mem_size and not parked_delay(batch[0]) and (
                 self.paused or self._dispatching or self._queue or not any(c.is_ready() for c in self._clients)):
             self.message_count += len(batch)
             try:

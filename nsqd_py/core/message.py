@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from typing import Any, Final
+from typing import Any
 
 from mypy_extensions import mypyc_attr
 
@@ -16,17 +16,12 @@ _HEADER = struct.Struct(">qH")
 _FRAME_HEADER = struct.Struct(">iiqH")
 FRAME_TYPE_MESSAGE = 2
 
-#: (id, body, timestamp, attempts, deferred, token). Timestamp and delay are typed Any on purpose: compiled,
-#: an int or float slot is re-boxed into a new object for every tuple, while Any keeps the one object an MPUB's
-#: messages share (56 bytes of RSS per queued message)
-Parked = tuple[bytes, bytes, Any, int, Any, object]
-#: positions in a Parked tuple (plain tuples, not NamedTuples: those are GC-tracked)
-PARKED_ID: Final = 0
-PARKED_BODY: Final = 1
-PARKED_TIMESTAMP: Final = 2
-PARKED_ATTEMPTS: Final = 3
-PARKED_DELAY: Final = 4
-PARKED_TOKEN: Final = 5
+#: A message waiting in a memory queue. Most are their record alone: one bytes object in the disk-queue encoding
+#: (timestamp, attempts, id, body), which is also the tail of the wire frame and what a disk queue writes (272 bytes
+#: of RSS per queued 200-byte message, where a tuple of the fields took 400). One that carries more - a DPUB's delay,
+#: or the ack token of the disk record it was read from - is (record, delay in seconds, token). Neither is tracked by
+#: the cyclic GC (see queue.py). Every channel of a topic shares the one object.
+Parked = bytes | tuple[bytes, Any, object]
 
 
 @mypyc_attr(acyclic=True)
@@ -70,10 +65,47 @@ class Message:
         return header + self.id + self.body
 
 
+def encode_record_header(timestamp: int, attempts: int) -> bytes:
+    """A record's first 10 bytes; an MPUB's messages share one."""
+    return _HEADER.pack(timestamp, attempts)
+
+
 def decode_record(data: bytes) -> Parked:
     """A disk-queue record as a parked message (no delay: like nsqd's, it is lost on disk); ValueError when the
     record is too short to be one."""
     if len(data) < MIN_VALID_MSG_LENGTH:
         raise ValueError(f"invalid size {len(data)}")
-    timestamp, attempts = _HEADER.unpack_from(data)
-    return (data[10:26], data[26:], timestamp, attempts, 0.0, None)
+    return data
+
+
+def parked_delay(parked: Parked) -> float:
+    """The DPUB delay a parked message still waits for (0.0: none)."""
+    return 0.0 if isinstance(parked, bytes) else parked[1]
+
+
+def park(msg: Message) -> Parked:
+    record = msg.encode()
+    if msg.deferred or msg.token is not None:
+        return (record, msg.deferred, msg.token)
+    return record
+
+
+def unpark(parked: Parked) -> Message:
+    if isinstance(parked, bytes):
+        record = parked
+        delay: Any = 0.0
+        token: object = None
+    else:
+        record, delay, token = parked
+    timestamp, attempts = _HEADER.unpack_from(record)
+    msg = Message(record[10:26], record[26:], timestamp, attempts)
+    msg.deferred = delay
+    msg.token = token
+    return msg
+
+
+def parked_record(parked: Parked) -> tuple[bytes, object]:
+    """What a disk queue writes of a parked message, and the ack token of the record it was read from."""
+    if isinstance(parked, bytes):
+        return parked, None
+    return parked[0], parked[2]

@@ -1,8 +1,8 @@
 """MessageQueue: a memory queue bounded by --mem-queue-size that overflows into a disk queue.
 
-Queued messages are parked as plain tuples rather than Message objects: CPython's cyclic GC
-untracks tuples of atomic values, so a backlog of millions of messages adds nothing to a full
-collection (Message objects made every gen-2 pass walk the whole backlog: 300 ms+ stalls).
+Queued messages are parked (message.Parked: their record as bytes, or a plain tuple) rather than Message objects:
+the cyclic GC does not track bytes, and untracks tuples of atomic values, so a backlog of millions of messages adds
+nothing to a full collection (Message objects made every gen-2 pass walk the whole backlog: 300 ms+ stalls).
 """
 
 from __future__ import annotations
@@ -11,28 +11,7 @@ from collections import deque
 
 from ..runtime.log import Logger
 from .edges import BackendQueue
-from .message import (
-    PARKED_ATTEMPTS,
-    PARKED_BODY,
-    PARKED_DELAY,
-    PARKED_ID,
-    PARKED_TIMESTAMP,
-    PARKED_TOKEN,
-    Message,
-    Parked,
-    decode_record,
-)
-
-
-def park(msg: Message) -> Parked:
-    return (msg.id, msg.body, msg.timestamp, msg.attempts, msg.deferred, msg.token)
-
-
-def unpark(parked: Parked) -> Message:
-    msg = Message(parked[PARKED_ID], parked[PARKED_BODY], parked[PARKED_TIMESTAMP], parked[PARKED_ATTEMPTS])
-    msg.deferred = parked[PARKED_DELAY]
-    msg.token = parked[PARKED_TOKEN]
-    return msg
+from .message import Message, Parked, decode_record, parked_record, unpark
 
 
 class MessageQueue:
@@ -70,7 +49,7 @@ class MessageQueue:
         if len(self._memory) < self._mem_size:
             self._memory.append(parked)
             return False
-        self.write_to_backend(unpark(parked))
+        self._write_parked(parked)
         return True
 
     def push_parked_batch(self, batch: list[Parked]) -> bool:
@@ -82,7 +61,7 @@ class MessageQueue:
             return False
         self._memory.extend(batch[:room])
         for parked in batch[room:]:
-            self.write_to_backend(unpark(parked))
+            self._write_parked(parked)
         return True
 
     def write_to_backend(self, msg: Message) -> None:
@@ -90,6 +69,12 @@ class MessageQueue:
         token = msg.token
         if token is not None:
             msg.token = None
+            self._backend.ack(token)
+
+    def _write_parked(self, parked: Parked) -> None:
+        record, token = parked_record(parked)
+        self._backend.put(record)
+        if token is not None:
             self._backend.ack(token)
 
     def pop(self) -> Message | None:

@@ -8,14 +8,14 @@ topic's memory queue or disk queue; a pump greenlet drains that backlog when cha
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gevent
 
 from .channel import Channel
 from .errors import BackendError, ExitingError
 from .guid import GuidFactory
-from .message import Parked
+from .message import Parked, encode_record_header
 from .queue import MessageQueue
 
 if TYPE_CHECKING:
@@ -109,10 +109,12 @@ class Topic:
             raise ExitingError()
         acks = self._nsqd.acks
         begun = acks.begin()
-        timestamp: Any = time.time_ns()  # boxed once for all the messages (see Parked)
-        delay: Any = deferred
-        parked: list[Parked] = [(msg_id, body, timestamp, 0, delay, None)
-                  for msg_id, body in zip(self._guid.new_ids(len(bodies)), bodies, strict=True)]
+        header = encode_record_header(time.time_ns(), 0)
+        parked: list[Parked] = [b"".join((header, msg_id, body))
+                                for msg_id, body in zip(self._guid.new_ids(len(bodies)), bodies, strict=True)]
+        if deferred:
+            delay: Any = deferred  # boxed once for all the messages
+            parked = [(cast(bytes, record), delay, None) for record in parked]
         if self._channel_list and not self.paused and self._pump is None and not self._queue:
             for channel in self._channel_list:
                 channel.put_parked_batch(parked)

@@ -18,9 +18,8 @@ from nsqd_py.core import stats
 from nsqd_py.core.consumer import STATE_SUBSCRIBED, Consumer
 from nsqd_py.core.errors import MessageError
 from nsqd_py.core.guid import GuidFactory
-from nsqd_py.core.message import Message, decode_record
+from nsqd_py.core.message import Message, decode_record, unpark
 from nsqd_py.core.nsqd import NSQD
-from nsqd_py.core.queue import unpark
 from nsqd_py.runtime.log import Logger
 from nsqd_py.wire.names import is_valid_name
 
