@@ -24,13 +24,14 @@ if TYPE_CHECKING:
 _INT32 = struct.Struct(">i")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _TOPIC_PARAM = "topic="
-#: characters that make a query more than `topic=NAME` for Go's url.ParseQuery (another pair, an escape)
-_NOT_PLAIN = frozenset("&;%+")
 
 
 def is_plain(query_string: str) -> bool:
     """The query is `topic=NAME` alone, as Go's url.ParseQuery reads it: NAME is the whole value, unescaped."""
-    return query_string.startswith(_TOPIC_PARAM) and _NOT_PLAIN.isdisjoint(query_string)
+    # any of these makes it more for Go's url.ParseQuery: another pair, an escape (four substring searches cost a
+    # fifth of a set test per character)
+    return query_string.startswith(_TOPIC_PARAM) and "&" not in query_string and ";" not in query_string \
+        and "%" not in query_string and "+" not in query_string
 
 
 def pub(nsqd: NSQD, content_length: int | None, stream: BodyStream, query_string: str) -> str:

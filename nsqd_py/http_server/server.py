@@ -41,7 +41,7 @@ from .request_head import (
     RequestHead,
     check_header_line,
     decode_path,
-    parse_head,
+    parse_raw_head,
     parse_request_line,
 )
 
@@ -393,7 +393,7 @@ class WSGIServer:
             raw_head = stream.read_head()
             if raw_head is None:
                 return False
-            head = parse_head(raw_head.decode("latin-1"))
+            head = parse_raw_head(raw_head)
         except HeadError as err:
             if err.answer:
                 conn.write(err.answer)
