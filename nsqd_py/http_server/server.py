@@ -179,6 +179,9 @@ class _Stream:
 def _blank_line(buf: bytearray, head_start: int, search_from: int) -> tuple[int, int]:
     """Where the first `\\r?\\n\\r?\\n` from ``search_from`` on starts and ends (its CR may be just before); (0, 0)
     if there is none. A few finds of LF instead of a regex search, which tries every byte of the head."""
+    crlf = buf.find(b"\r\n\r\n", max(search_from - 1, head_start))
+    if crlf >= 0 and buf.find(b"\n\n", search_from, crlf + 2) < 0 and buf.find(b"\n\r\n", search_from, crlf + 3) < 0:
+        return crlf, crlf + 4  # the usual head, all CRLF: three searches in C instead of a look at every line
     size = len(buf)
     lf = buf.find(b"\n", search_from)
     while lf >= 0:
