@@ -110,8 +110,12 @@ class Topic:
         acks = self._nsqd.acks
         begun = acks.begin()
         header = encode_record_header(time.time_ns(), 0)
-        parked: list[Parked] = [b"".join((header, msg_id, body))
-                                for msg_id, body in zip(self._guid.new_ids(len(bodies)), bodies, strict=True)]
+        ids = self._guid.new_ids(len(bodies))
+        parked: list[Parked] = []
+        size = 0
+        for i, body in enumerate(bodies):
+            parked.append(header + ids[i] + body)
+            size += len(body)
         if deferred:
             delay: Any = deferred  # boxed once for all the messages
             parked = [(cast(bytes, record), delay, None) for record in parked]
@@ -121,7 +125,7 @@ class Topic:
         else:
             self._enqueue_all(parked)
         self.message_count += len(bodies)
-        self.message_bytes += sum(len(body) for body in bodies)
+        self.message_bytes += size
         acks.settle(begun)
 
     def _enqueue_all(self, parked: list[Parked]) -> None:

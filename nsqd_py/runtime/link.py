@@ -62,7 +62,8 @@ class Link:
         recv = self._transport.recv
         unpack = HEADER.unpack_from
         size_of_header = HEADER.size
-        buf = bytearray()
+        pending: list[bytes] = []  # a record the reads so far cut off, in pieces (joined once it is whole)
+        pending_size = needed = 0
         while not self.closed:
             self._transport.answered = False  # records flow both ways unprompted: always try the read
             try:
@@ -71,18 +72,28 @@ class Link:
                 return
             if not data:
                 return
-            buf += data
+            if pending:
+                pending.append(data)
+                pending_size += len(data)
+                if pending_size < needed:
+                    continue
+                data = b"".join(pending)
+                pending.clear()
             pos = 0
-            end = len(buf)
+            end = len(data)
             while end - pos >= size_of_header:
-                size, kind, conn = unpack(buf, pos)
+                size, kind, conn = unpack(data, pos)
                 start = pos + size_of_header
                 stop = start + size
                 if stop > end:
                     break
-                handle(kind, conn, bytes(buf[start:stop]))
+                handle(kind, conn, data[start:stop])  # a slice of bytes: the payload's only copy
                 pos = stop
-            del buf[:pos]
+            if pos < end:
+                rest = data[pos:]
+                pending.append(rest)
+                pending_size = len(rest)
+                needed = size_of_header + unpack(rest)[0] if pending_size >= size_of_header else size_of_header
             if after_read is not None:
                 after_read()
 

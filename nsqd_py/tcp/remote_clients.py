@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import gevent
@@ -213,21 +214,22 @@ class WorkerClients:
         self._publish(client, topic.decode("latin-1"), "MPUB", bodies, 0)
 
     def _publish(self, client: RemoteClient, topic_name: str, cmd: str, bodies: list[bytes], deferred_ms: int) -> None:
-        def publish() -> None:
-            try:
-                broker_commands.publish(self.nsqd, topic_name, cmd, bodies, deferred_ms)
-            except ClientError as err:
-                self._refuse(client, err)
-                return
-            client.published(topic_name, len(bodies))
-            self.link.send(records.ANSWER, client.conn, broker_commands.OK)
-
         nsqd = self.nsqd
         if client.busy() or nsqd.acks.durable or not nsqd.metadata_file.is_settled(topic_name) \
                 or topic_name not in nsqd.topics:
-            client.run_in_turn(publish)
+            client.run_in_turn(partial(self._publish_now, client, topic_name, cmd, bodies, deferred_ms))
         else:
-            publish()
+            self._publish_now(client, topic_name, cmd, bodies, deferred_ms)
+
+    def _publish_now(self, client: RemoteClient, topic_name: str, cmd: str, bodies: list[bytes],
+                     deferred_ms: int) -> None:
+        try:
+            broker_commands.publish(self.nsqd, topic_name, cmd, bodies, deferred_ms)
+        except ClientError as err:
+            self._refuse(client, err)
+            return
+        client.published(topic_name, len(bodies))
+        self.link.send(records.ANSWER, client.conn, broker_commands.OK)
 
     def _create_topic(self, client: RemoteClient, payload: bytes) -> None:
         topic_name, _, cmd = payload.decode("latin-1").partition("\n")
