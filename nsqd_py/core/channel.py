@@ -127,7 +127,7 @@ class Channel:
     # ---- putting messages in --------------------------------------------------------------------
 
     def put_parked(self, parked: Parked) -> None:
-        """A message from the topic, still parked (every channel may share the same tuple): handed
+        """A message from the topic, still parked (every channel shares the same record): handed
         to a ready consumer at once, else queued without building an object.
 
         With --mem-queue-size=0 every message goes through the disk queue first, so nothing a
