@@ -13,6 +13,7 @@ import shutil
 import sys
 import sysconfig
 from pathlib import Path
+from types import ModuleType
 
 from setuptools import setup
 
@@ -59,14 +60,21 @@ def _have_compiler() -> bool:
     return shutil.which(compiler) is not None
 
 
-def _pure_requested() -> bool:
-    """nsqd_py/runtime/pure_python.py's reading of NSQD_PY_PURE, loaded by path: the package is not installed yet."""
-    path = Path(__file__).resolve().parent / "nsqd_py" / "runtime" / "pure_python.py"
-    spec = importlib.util.spec_from_file_location("_nsqd_py_pure_python", path)
+ROOT = Path(__file__).resolve().parent
+
+
+def _runtime_module(name: str) -> ModuleType:
+    """nsqd_py/runtime/<name>.py loaded by path: the package is not installed yet (both import only the stdlib)."""
+    spec = importlib.util.spec_from_file_location(f"_nsqd_py_{name}", ROOT / "nsqd_py" / "runtime" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return bool(module.pure_requested(os.environ))
+    return module
+
+
+def _pure_requested() -> bool:
+    """nsqd_py/runtime/pure_python.py's reading of NSQD_PY_PURE."""
+    return bool(_runtime_module("pure_python").pure_requested(os.environ))
 
 
 #: the setup.py commands that build the compiled modules; the others a build runs (egg_info, dist_info, sdist) leave
@@ -79,6 +87,8 @@ def _extensions() -> list:
         return []
     from mypyc.build import mypycify
 
+    # what start-up in a checkout and the tests compare the sources with (nsqd_py/runtime/compiled_build.py)
+    _runtime_module("compiled_build").write_record(ROOT, COMPILED_MODULES)
     return mypycify(["--ignore-missing-imports", "--follow-imports=silent", *COMPILED_MODULES], opt_level="3",
                     debug_level="0")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from nsqd_py.go.durations import MINUTE
+from nsqd_py.runtime.compiled_build import stale_message, stale_modules
+from nsqd_py.runtime.pure_python import pure_requested
 from tests.clients.util import IOLoopThread
 from tests.inprocess import InProcessNsqd
 from tests.support import NsqdProcess, unique
@@ -23,6 +26,9 @@ PROCESS_FIXTURES = frozenset({
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "process: starts a real process (left out of `make check`)")
+    stale = [] if pure_requested(os.environ) else stale_modules()
+    if stale:  # the suite would test the old compiled code, not the edit
+        pytest.exit(stale_message(stale), returncode=2)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,4 +1,6 @@
-"""Channel: one consumer group's queue, its in-flight and deferred messages, and dispatch.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Channel: one consumer group's queue, its in-flight and deferred messages, and dispatch.
 
 Dispatch happens in the calling greenlet (publisher, RDY, FIN, scan loop): a ready consumer gets
 the message frame appended to its output buffer, with no greenlet hop or queue per message.

@@ -1,4 +1,6 @@
-"""What a channel needs from a subscribed client; the TCP front door implements it."""
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+What a channel needs from a subscribed client; the TCP front door implements it."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ STATE_SUBSCRIBED = 3
 STATE_CLOSING = 4
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
+@mypyc_attr(allow_interpreted_subclasses=True)  # mypyc: a unit test subclasses it (CONTRIBUTING.md)
 class Consumer:
     """Per-client delivery state the channel reads and updates directly (hot path: plain attributes).
 

@@ -1,4 +1,6 @@
-"""nsqd's message IDs: 64-bit snowflake-style GUIDs rendered as 16 lowercase hex bytes."""
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+nsqd's message IDs: 64-bit snowflake-style GUIDs rendered as 16 lowercase hex bytes."""
 
 from __future__ import annotations
 

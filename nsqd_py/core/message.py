@@ -1,4 +1,6 @@
-"""Message: the unit a topic fans out and a channel hands to consumers, with its wire/disk encoding."""
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Message: the unit a topic fans out and a channel hands to consumers, with its wire/disk encoding."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ FRAME_TYPE_MESSAGE = 2
 Parked = bytes | tuple[bytes, Any, object]
 
 
-@mypyc_attr(acyclic=True)
+@mypyc_attr(acyclic=True)  # mypyc: not tracked by the cyclic GC (below; CONTRIBUTING.md, "Compiled modules")
 class Message:
     """One message in one place: a topic queue, or a channel (each channel holds its own copy).
 

@@ -1,4 +1,6 @@
-"""MessageQueue: a memory queue bounded by --mem-queue-size that overflows into a disk queue.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+MessageQueue: a memory queue bounded by --mem-queue-size that overflows into a disk queue.
 
 Queued messages are parked (message.Parked: their record as bytes, or a plain tuple) rather than Message objects:
 the cyclic GC does not track bytes, and untracks tuples of atomic values, so a backlog of millions of messages adds

@@ -1,4 +1,6 @@
-"""Topic: accepts published messages and fans each one out to every channel.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Topic: accepts published messages and fans each one out to every channel.
 
 With channels present and nothing queued, fan-out happens in the publishing greenlet. Messages
 published while the topic has no channels, is paused, or already has a backlog wait in the

@@ -1,4 +1,6 @@
-"""Reading a request body through a cap of limit + 1 bytes, so "too big" is detected the same way whether the
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Reading a request body through a cap of limit + 1 bytes, so "too big" is detected the same way whether the
 size was announced (Content-Length), not announced, or chunked; nothing past the cap is read into memory."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Query strings read the way nsqd reads them (Go's `url.ParseQuery`), nsqd's boolean parameters and its
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Query strings read the way nsqd reads them (Go's `url.ParseQuery`), nsqd's boolean parameters and its
 topic/channel arguments."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""POST /pub and POST /mpub, with nsqd's checks in nsqd's order (bodies read through body.py's cap).
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+POST /pub and POST /mpub, with nsqd's checks in nsqd's order (bodies read through body.py's cap).
 
 `pub` is /pub's one implementation: the Falcon route and the shortcut (shortcuts.py) both call it. It imports
 no Falcon, so the shortcut serves a process that is only published to without loading it.

@@ -1,4 +1,6 @@
-"""nsqd's response envelopes (internal/http_api `RespondV1`, `PlainText`) and its API error type.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+nsqd's response envelopes (internal/http_api `RespondV1`, `PlainText`) and its API error type.
 
 Handlers are Falcon responders that *return* their data and raise `APIError`, like nsqd's
 `func(...) (interface{}, error)` handlers; `v1` and `plain_text` turn either outcome into the response:

@@ -1,4 +1,6 @@
-"""`POST /pub?topic=NAME` and `GET /ping`, the requests nsqd's HTTP API serves most, answered without Falcon.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+`POST /pub?topic=NAME` and `GET /ping`, the requests nsqd's HTTP API serves most, answered without Falcon.
 
 Falcon's request and response objects, routing and middleware cost about as much as the rest of such a request
 (issue 23), and importing Falcon a third of the start-up (issue 24). This WSGI app calls the routes' own
@@ -40,7 +42,7 @@ class Shortcuts:
             answer = call_plain_text(self._nsqd.logger, ping, self._nsqd)
             log_access(self._nsqd.logger, int(answer[0].partition(" ")[0]), "GET", environ, start)
         else:
-            if self._app is None:  # (a property here is miscompiled by mypyc: its call returned the app)
+            if self._app is None:  # not a property: mypyc miscompiled it (CONTRIBUTING.md, "Compiled modules")
                 self._app = self._make_app()
             return self._app(environ, start_response)
         status, headers, body = answer

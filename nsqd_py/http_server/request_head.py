@@ -1,4 +1,6 @@
-"""A request head read with Go net/http's rules (Go 1.19, which nsqd 1.3.0 is built with), so the same bytes get
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+A request head read with Go net/http's rules (Go 1.19, which nsqd 1.3.0 is built with), so the same bytes get
 the same answer: what Go refuses before the handler runs is refused here with Go's status line and body.
 
 The checks come in Go's order: the request line (method token, version syntax, request URI), the header lines,

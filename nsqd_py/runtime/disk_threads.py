@@ -1,4 +1,6 @@
-"""Blocking disk calls (fsync, the meta rewrite) run on a few OS threads of our own, woken by the hub's async watcher.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Blocking disk calls (fsync, the meta rewrite) run on a few OS threads of our own, woken by the hub's async watcher.
 
 gevent's thread pool does the same job with a Python-level queue, condition, ThreadResult and AsyncResult per call:
 about 50 us of CPU and up to 100 us of latency on top of an fdatasync, which with ``--sync-every=1`` every group

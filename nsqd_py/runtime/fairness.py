@@ -1,4 +1,6 @@
-"""Fair turns on the gevent loop for greenlets that read from sockets which always have data.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Fair turns on the gevent loop for greenlets that read from sockets which always have data.
 
 Such a socket never makes gevent switch (each recv returns at once), so one busy client could keep the
 event loop, and every other client, waiting. A reader asks `BusyGuard.check()` before each recv: once it

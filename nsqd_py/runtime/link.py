@@ -1,4 +1,6 @@
-"""Records between the broker and an I/O worker process over one unix stream socket (issue 37).
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Records between the broker and an I/O worker process over one unix stream socket (issue 37).
 
 A record is a header (payload length, kind, connection number) and its payload. Records written during a loop
 turn leave together in one send, as answers to clients do (outbox.py), so the hop costs a fraction of a

@@ -1,4 +1,6 @@
-"""Listening sockets the way nsqd opens them: `host:port`, or a unix socket path."""
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Listening sockets the way nsqd opens them: `host:port`, or a unix socket path."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Answers go out in one burst per event-loop turn (issue 23 for HTTP, issue 29 for TCP).
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Answers go out in one burst per event-loop turn (issue 23 for HTTP, issue 29 for TCP).
 
 Each send to a client asleep in epoll wakes it on the other core, and on some VMs that wakeup, charged to our
 send, costs as much as serving the request. A connection with something to send joins the outbox; the outbox

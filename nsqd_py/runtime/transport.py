@@ -1,4 +1,6 @@
-"""A served connection's bytes in and out, cheap for clients that send one request and wait for its answer.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+A served connection's bytes in and out, cheap for clients that send one request and wait for its answer.
 
 Most applications publish one message per PUB (or POST) and wait for its OK, and consume at RDY 1: one message,
 FIN, the next. Per round trip, gevent's socket wrappers cost more than the request itself (issues 23 and 29): a

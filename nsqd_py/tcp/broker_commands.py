@@ -1,4 +1,6 @@
-"""What a client's commands do to the broker, with nsqd's error answers: shared by connections served in the
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+What a client's commands do to the broker, with nsqd's error answers: shared by connections served in the
 broker's process (protocol.ProtocolV2) and those an I/O worker forwards (remote_clients.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""ClientV2: one protocol V2 connection's state, its buffered reader and its output buffer.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+ClientV2: one protocol V2 connection's state, its buffered reader and its output buffer.
 
 Frames are appended to the output buffer by whichever greenlet produces them (a message often by a publisher's):
 nothing writes to the socket there. Responses, and messages that are due (the buffer is full, output buffering

@@ -1,4 +1,6 @@
-"""What nsqd keeps of a protocol V2 client wherever its socket is served: its identity and what /stats shows of it
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+What nsqd keeps of a protocol V2 client wherever its socket is served: its identity and what /stats shows of it
 (client_stats.py reads these), its channel, and the delivery state a channel reads (`Consumer`). A connection served
 in this process is a `client.ClientV2`; one an I/O worker serves is the broker's `remote_clients.RemoteClient`."""
 

@@ -1,4 +1,6 @@
-"""Protocol V2: the command loop of one connection and every command's rules (nsqd's protocol_v2.go)."""
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Protocol V2: the command loop of one connection and every command's rules (nsqd's protocol_v2.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The broker's side of an I/O worker: the worker's connections as consumers and producers of this broker.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+The broker's side of an I/O worker: the worker's connections as consumers and producers of this broker.
 
 A worker forwards what its clients' commands do to topics and channels (records.py); this applies them with the
 same rules and answers as a connection served here (broker_commands.py). Records that cannot block (RDY, FIN,

@@ -1,4 +1,6 @@
-"""An I/O worker's side of a connection: the protocol runs here, topics and channels are the broker's.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+An I/O worker's side of a connection: the protocol runs here, topics and channels are the broker's.
 
 Commands that change the broker go to it as records (records.py) without waiting, except SUB, whose answer decides
 what the connection may do next. Answers only the broker can give (to PUB, DPUB, MPUB, SUB) come back in the

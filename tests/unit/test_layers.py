@@ -130,3 +130,24 @@ def test_setup_cfg_ships_every_package() -> None:
     listed = set(config["options"]["packages"].split())
     on_disk = {".".join(path.parent.relative_to(PACKAGE.parent).parts) for path in PACKAGE.rglob("__init__.py")}
     assert listed - {"nsqd_py.apps"} == on_disk
+
+
+COMPILED_TAG = 'Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").'
+
+
+def _compiled_modules() -> set[str]:
+    setup = (PACKAGE.parent / "setup.py").read_text()
+    tree = ast.parse(setup)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "COMPILED_MODULES" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("setup.py lists no COMPILED_MODULES")
+
+
+def test_a_module_says_in_its_first_docstring_line_whether_it_is_compiled() -> None:
+    compiled = _compiled_modules()
+    assert len(compiled) > 20
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = str(path.relative_to(PACKAGE.parent))
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        assert (doc.split("\n", 1)[0] == COMPILED_TAG) == (name in compiled), name

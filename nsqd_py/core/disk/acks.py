@@ -1,4 +1,6 @@
-"""What an OK to a publisher means. Topic asks it, Channel and the disk queues tell it; nothing else decides.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+What an OK to a publisher means. Topic asks it, Channel and the disk queues tell it; nothing else decides.
 
 Without --sync-every=1 an OK leaves once the message is accepted: in memory, or written to a data file (the page
 cache). A channel's copy that could not be written is logged and dropped, as in nsqd, and the OK still leaves.

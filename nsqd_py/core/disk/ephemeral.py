@@ -1,4 +1,6 @@
-"""The backend of #ephemeral topics and channels: overflow is dropped and nothing touches the disk."""
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+The backend of #ephemeral topics and channels: overflow is dropped and nothing touches the disk."""
 
 from __future__ import annotations
 

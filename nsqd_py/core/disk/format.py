@@ -1,4 +1,6 @@
-"""The bytes a disk queue keeps, exactly as go-diskqueue v1.1.0 (Go nsqd) writes and reads them.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+The bytes a disk queue keeps, exactly as go-diskqueue v1.1.0 (Go nsqd) writes and reads them.
 
 A queue ``NAME`` in a data dir has data files ``NAME.diskqueue.NNNNNN.dat`` holding records ``[int32 BE length]
 [data]``, and a meta file ``NAME.diskqueue.meta.dat`` holding ``depth\\nreadFileNum,readPos\\nwriteFileNum,

@@ -1,4 +1,6 @@
-"""The blocking half of a disk queue's full sync, run on a disk thread (runtime/disk_threads.py)."""
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+The blocking half of a disk queue's full sync, run on a disk thread (runtime/disk_threads.py)."""
 
 from __future__ import annotations
 

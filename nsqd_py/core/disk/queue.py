@@ -1,4 +1,6 @@
-"""DiskQueue: a go-diskqueue (v1.1.0) compatible on-disk FIFO with acknowledged reads, for gevent.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+DiskQueue: a go-diskqueue (v1.1.0) compatible on-disk FIFO with acknowledged reads, for gevent.
 
 The bytes are format.py's, reading and the positions reader.py's, start-up salvage.py's; this module writes
 records and decides when they, and the positions, are synced. A queue syncs in one of three ways:

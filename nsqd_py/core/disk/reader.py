@@ -1,4 +1,6 @@
-"""The read side of a disk queue: the read cursor, records handed out and not acked yet, bad files.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+The read side of a disk queue: the read cursor, records handed out and not acked yet, bad files.
 
 A record handed out by :meth:`DiskReader.read_one` stays on disk, and before the persisted read position, until it
 is acked, so a crash redelivers it instead of losing it (Go's diskqueue forgets it as soon as it is read). Reading

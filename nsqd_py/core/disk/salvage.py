@@ -1,4 +1,6 @@
-"""Where a disk queue resumes at start-up: its meta file, plus what Go would not salvage.
+"""Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
+
+Where a disk queue resumes at start-up: its meta file, plus what Go would not salvage.
 
 Go nsqd resumes from the meta file alone. We also keep data files that have no meta file, data files past the
 meta file's writeFileNum and records past its writePos (written, and maybe acknowledged, after the last meta
