@@ -151,3 +151,48 @@ def test_a_module_says_in_its_first_docstring_line_whether_it_is_compiled() -> N
         name = str(path.relative_to(PACKAGE.parent))
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         assert (doc.split("\n", 1)[0] == COMPILED_TAG) == (name in compiled), name
+
+
+TESTS = PACKAGE.parent / "tests"
+#: pytest's own ways to fail a test
+_PYTEST_CHECKS = frozenset({"raises", "fail", "warns", "xfail"})
+
+
+def _checks(node: ast.AST, helpers: set[str]) -> bool:
+    """The function asserts, raises, or calls pytest's or a helper's check."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Assert | ast.Raise):
+            return True
+        if isinstance(sub, ast.Call):
+            func = sub.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if called in helpers or (called in _PYTEST_CHECKS and isinstance(func, ast.Attribute)):
+                return True
+    return False
+
+
+def unchecking_tests(files: list[Path]) -> list[str]:
+    """Test functions that could pass without checking anything: no assert, no raise, no pytest.raises/fail, and no
+    call of a helper that does one of those (helpers are found in ``files``, transitively)."""
+    functions = [node for path in files for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+    helpers: set[str] = set()
+    while True:
+        found = {f.name for f in functions if not f.name.startswith("test_") and _checks(f, helpers)}
+        if found <= helpers:
+            break
+        helpers |= found
+    return sorted(f.name for f in functions if f.name.startswith("test_") and not _checks(f, helpers))
+
+
+def test_every_test_checks_something() -> None:
+    files = [*sorted(TESTS.rglob("*.py")), PACKAGE / "testing.py"]
+    assert unchecking_tests(files) == []
+
+
+def test_a_test_that_checks_nothing_is_caught(tmp_path: Path) -> None:
+    sample = tmp_path / "test_sample.py"
+    sample.write_text("def expect_ok(x):\n    assert x\n\n"
+                      "def test_checks():\n    expect_ok(1)\n\n"
+                      "def test_only_runs():\n    print('no check')\n")
+    assert unchecking_tests([sample]) == ["test_only_runs"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from tests.unit.test_diskqueue import CapturingLogger, data_files, drain, go_read, make_queue, meta, rec
+from tests.unit.test_disk_queue import CapturingLogger, data_files, drain, go_read, make_queue, meta, rec
 
 
 def write_files(path: Path, files: dict[int, list[bytes]], name: str = "t") -> None:

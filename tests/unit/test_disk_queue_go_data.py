@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nsqd_py.core.disk.queue import DiskQueue
 from tests.support import go_fixture
-from tests.unit.test_diskqueue import CapturingLogger, go_read
+from tests.unit.test_disk_queue import CapturingLogger, go_read
 
 MAX_BYTES = 65536  # --max-bytes-per-file of every fixture
 MIN_SIZE = 26
