@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> None:
     from nsqd_py.daemon.gevent_patch import patch_all  # sockets, DNS, ssl, time.sleep: before anything using them
 
     patch_all()
-    from nsqd_py.admin.nsqadmin import NSQAdmin, StartupError
+    from nsqd_py.admin.nsqadmin import AdminStartupError, NSQAdmin
     from nsqd_py.admin.options import parse_options
     from nsqd_py.config.options import parsed_or_exit
     from nsqd_py.daemon import service
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     logger = Logger(opts.log_prefix, opts.log_level)
     try:
         service.run(NSQAdmin(opts, logger))
-    except StartupError as err:
+    except AdminStartupError as err:
         Logger("[nsqadmin] ").fatal(f"failed to instantiate nsqadmin - {err}")
         sys.exit(1)
 

@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> None:
     patch_all()
     from nsqd_py.config.options import parsed_or_exit
     from nsqd_py.daemon import service
-    from nsqd_py.lookupd.nsqlookupd import NSQLookupd, StartupError
+    from nsqd_py.lookupd.nsqlookupd import LookupdStartupError, NSQLookupd
     from nsqd_py.lookupd.options import parse_options
     from nsqd_py.runtime.log import Logger
 
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     logger = Logger(opts.log_prefix, opts.log_level)
     try:
         service.run(NSQLookupd(opts, logger))
-    except StartupError as err:
+    except LookupdStartupError as err:
         # nsqlookupd's own quirk: logFatal("failed to instantiate nsqlookupd", err) has no %s for err
         Logger(_PREFIX).fatal(f"failed to instantiate nsqlookupd%!(EXTRA *errors.errorString={err})")
         sys.exit(1)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from nsqd_py.client import Producer
 from nsqd_py.spark.options import ReadOptions
-from nsqd_py.spark.slice_task import SlicePlan, SliceTask, Subscription
+from nsqd_py.spark.slice_task import SliceAssignment, SliceTask, Subscription
 from nsqd_py.spark.slices import SliceSpec, SliceStore
 from nsqd_py.testing import NsqdServer
 
@@ -66,7 +66,7 @@ def read_all(nsqd: NsqdServer, location: Path, count: int, size: int, work: floa
     store = SliceStore(str(location), topic)
     spec = SliceSpec(topic, nsqd.tcp_address, 0, count)
     store.plan(1, [spec.name])
-    task = SliceTask(SlicePlan(str(location), topic, 1, "c", spec), opts, None)
+    task = SliceTask(SliceAssignment(str(location), topic, 1, "c", spec), opts, None)
     rows = 0
     started = time.perf_counter()
     for batch in task.run():

@@ -23,11 +23,11 @@ from ..go.settings import toml_keys
 from ..http_api.responses import APIError
 from ..runtime.log import LEVELS_BY_NAME
 from ..wire.names import is_valid_name
+from .node_stats import go_numbers
 from .notify import Notifier
 from .options import AdminOptions
 from .pages import Pages
 from .routing import AdminRouter
-from .stats import go_numbers
 from .views import ACTIONS, Views, api_error
 
 #: lg.ParseLogLevel's names

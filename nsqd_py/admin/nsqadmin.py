@@ -8,7 +8,7 @@ from ..http_server.server import WSGIServer
 from ..runtime.listen import ListenError, display_address, listen, port_of
 from ..runtime.log import Logger
 from ..runtime.version import version_line
-from .cluster import ClusterInfo
+from .clusterinfo import ClusterInfo
 from .graphite_proxy import graphite_proxy
 from .http_api import create_app
 from .notify import Notifier
@@ -17,7 +17,7 @@ from .upstream import Client
 from .views import Views
 
 
-class StartupError(Exception):
+class AdminStartupError(Exception):
     """A bad option or the listener could not be opened; the text is Go's."""
 
 
@@ -41,16 +41,16 @@ class NSQAdmin:
         self.notifier: Notifier | None = None
 
     def init(self) -> None:
-        """Check the options, log the version, listen; StartupError (Go's text) on failure."""
+        """Check the options, log the version, listen; AdminStartupError (Go's text) on failure."""
         try:
             validate(self.opts)
         except InvalidOptions as err:
-            raise StartupError(str(err)) from None
+            raise AdminStartupError(str(err)) from None
         self.logger.info(version_line("nsqadmin"))
         try:
             sock = listen(self.opts.http_address)
         except ListenError as err:
-            raise StartupError(str(err)) from None
+            raise AdminStartupError(str(err)) from None
         self._address = display_address(sock)
         self.http_port = port_of(sock)
         client = make_client(self.opts)

@@ -15,8 +15,8 @@ from ..go import jsonenc
 from ..go.durations import SECOND
 from ..http_api.responses import APIError
 from ..runtime.log import Logger
-from . import stats as st
-from .cluster import ClusterError, ClusterInfo, Errors
+from . import node_stats as st
+from .clusterinfo import ClusterError, ClusterInfo, Errors
 from .options import AdminOptions
 from .upstream import UpstreamError
 

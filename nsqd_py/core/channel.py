@@ -21,7 +21,7 @@ from .consumer import Consumer
 from .e2e import E2ELatency
 from .errors import BackendError, ExitingError, MessageError
 from .message import Message, Parked, park, parked_delay, unpark
-from .queue import MessageQueue
+from .message_queue import MessageQueue
 
 if TYPE_CHECKING:
     from .nsqd import NSQD

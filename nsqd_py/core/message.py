@@ -22,7 +22,7 @@ FRAME_TYPE_MESSAGE = 2
 #: (timestamp, attempts, id, body), which is also the tail of the wire frame and what a disk queue writes (272 bytes
 #: of RSS per queued 200-byte message, where a tuple of the fields took 400). One that carries more - a DPUB's delay,
 #: or the ack token of the disk record it was read from - is (record, delay in seconds, token). Neither is tracked by
-#: the cyclic GC (see queue.py). Every channel of a topic shares the one object.
+#: the cyclic GC (see message_queue.py). Every channel of a topic shares the one object.
 Parked = bytes | tuple[bytes, Any, object]
 
 

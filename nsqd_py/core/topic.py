@@ -18,7 +18,7 @@ from .channel import Channel
 from .errors import BackendError, ExitingError
 from .guid import GuidFactory
 from .message import Parked, encode_record_header
-from .queue import MessageQueue
+from .message_queue import MessageQueue
 
 if TYPE_CHECKING:
     from .nsqd import NSQD

@@ -11,10 +11,10 @@ from ..runtime.version import version_line
 from .http_api import create_app
 from .options import LookupdOptions
 from .registration_db import RegistrationDB
-from .tcp import TCPServer
+from .tcp import LookupdTCPServer
 
 
-class StartupError(Exception):
+class LookupdStartupError(Exception):
     """The listeners could not be opened; the text is Go's `listen (<addr>) failed - ...`."""
 
 
@@ -26,13 +26,13 @@ class NSQLookupd:
         #: real ports once listening, for the IDENTIFY reply
         self.tcp_port = 0
         self.http_port = 0
-        self.tcp_server: TCPServer | None = None
+        self.tcp_server: LookupdTCPServer | None = None
         self._http: WSGIServer | None = None
         self._http_address = ""
         self._listeners: list[socket.socket] = []
 
     def init(self) -> None:
-        """Log the version and open both listeners; StartupError when either fails."""
+        """Log the version and open both listeners; LookupdStartupError when either fails."""
         self.logger.info(version_line("nsqlookupd"))
         try:
             tcp = self._listen(self.opts.tcp_address)
@@ -40,9 +40,9 @@ class NSQLookupd:
         except ListenError as err:
             for sock in self._listeners:
                 sock.close()
-            raise StartupError(str(err)) from None
+            raise LookupdStartupError(str(err)) from None
         self.tcp_port, self.http_port = port_of(tcp), port_of(http)
-        self.tcp_server = TCPServer(self, tcp)
+        self.tcp_server = LookupdTCPServer(self, tcp)
         self._http_address = display_address(http)
         self._http = WSGIServer(http, create_app(self))
 

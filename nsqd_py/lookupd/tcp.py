@@ -49,7 +49,7 @@ def send_response(sock: socket.socket, data: bytes) -> None:
     sock.sendall(_SIZE.pack(len(data)) + data)
 
 
-class TCPServer:
+class LookupdTCPServer:
     def __init__(self, lookupd: NSQLookupd, listener: socket.socket) -> None:
         self.lookupd = lookupd
         self.address = display_address(listener)

@@ -45,7 +45,7 @@ class _Link(PeerLink):
     unsettled: dict[bytes, Message] = field(default_factory=dict)
 
 
-class Consumer:
+class SourceConsumer:
     """Subscribes ``topic``/``channel`` on every configured (or discovered) nsqd."""
 
     def __init__(self, opts: ReadOptions, max_in_flight: int) -> None:

@@ -26,7 +26,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from ..client.protocol import Message
-from .consumer import Consumer
+from .consumer import SourceConsumer
 from .control import DrainServer, socket_path
 from .options import ReadOptions
 from .schema import message_table
@@ -50,7 +50,7 @@ class NSQPartition(InputPartition):
 class _Live:
     """What exists only in the driver-side reader process: the subscription and the batches awaiting commit."""
 
-    consumer: Consumer
+    consumer: SourceConsumer
     drain_server: DrainServer
     batches: dict[int, list[Message]] = field(default_factory=dict)
     #: set by a clean stop (see control.py): take nothing new, get the last batch committed
@@ -78,7 +78,7 @@ class DriverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _state(self) -> _Live:
         if self._live is None:
-            consumer = Consumer(self.opts, max_in_flight=self.opts.max_in_flight)
+            consumer = SourceConsumer(self.opts, max_in_flight=self.opts.max_in_flight)
             consumer.start()
             server = DrainServer(socket_path(self.opts.topic, self.opts.channel), self._drain,
                                  lambda: consumer.unsettled_count() == 0)

@@ -36,7 +36,7 @@ from .planner import (
     skip_backlog,
     survey,
 )
-from .slice_task import SlicePlan, SliceTask
+from .slice_task import SliceAssignment, SliceTask
 from .slices import LAYOUT, DataLossError, SliceSpec, SliceStore, check_location, resolve_location
 from .starts import STARTS_DIR, StartRecord
 
@@ -49,7 +49,7 @@ _WAIT_INTERVAL = 1.0
 class SlicePartition(InputPartition):
     """One slice of a micro-batch: a description of work, not data."""
 
-    def __init__(self, plan: SlicePlan, cutoff: dict[str, int] | int | None) -> None:
+    def __init__(self, plan: SliceAssignment, cutoff: dict[str, int] | int | None) -> None:
         super().__init__(plan.spec.index)
         self.plan = plan
         #: availableNow's cutoff on the clock of this slice's nsqd (one number for all in offsets of earlier versions)
@@ -295,7 +295,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         store = SliceStore(location, end["query"])
         if not store.is_planned(batch):
             self._lost(store, batch, [spec.name for spec in specs])
-        return [SlicePartition(SlicePlan(location, end["query"], batch, channel, spec), cutoff) for spec in specs]
+        return [SlicePartition(SliceAssignment(location, end["query"], batch, channel, spec), cutoff) for spec in specs]
 
     def _lost(self, store: SliceStore, batch: int, slices: list[str]) -> None:
         """A batch Spark runs again whose record is gone from the write-ahead location (it is written when the batch

@@ -64,7 +64,7 @@ _CHUNK_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class SlicePlan:
+class SliceAssignment:
     """One partition as a task gets it: its slice, and the batch the slice belongs to (from the batch's offset)."""
 
     #: the write-ahead location and the query's directory in it
@@ -87,7 +87,7 @@ class Subscription:
     back (REQ) a message not in hand before it gets there, and a chunk stops growing at half of it.
     """
 
-    def __init__(self, plan: SlicePlan, opts: ReadOptions, cutoff_ns: int | None) -> None:
+    def __init__(self, plan: SliceAssignment, opts: ReadOptions, cutoff_ns: int | None) -> None:
         self.plan = plan
         self.opts = opts
         self.cutoff_ns = cutoff_ns
@@ -376,7 +376,7 @@ def _body_bytes(table: pa.Table) -> int:
 class SliceTask:
     """`read` for one partition (see the module docstring)."""
 
-    def __init__(self, plan: SlicePlan, opts: ReadOptions, cutoff_ns: int | None) -> None:
+    def __init__(self, plan: SliceAssignment, opts: ReadOptions, cutoff_ns: int | None) -> None:
         self.plan = plan
         self.opts = opts
         self.store = SliceStore(plan.location, plan.query)

@@ -28,7 +28,7 @@ def _set_count(text: str, _current: Any) -> int:
 
 
 @dataclass
-class Options(HTTPTimeoutOptions):
+class StatOptions(HTTPTimeoutOptions):
     version: bool = setting("version", BOOL, False, "print version")
     topic: str = setting("topic", STRING, "", "NSQ topic")
     channel: str = setting("channel", STRING, "", "NSQ channel")
@@ -46,9 +46,9 @@ class Options(HTTPTimeoutOptions):
         return (self.status_every or self.interval_ns) / SECOND
 
 
-def parse_options(argv: Sequence[str]) -> Options | None:
-    """Flags to Options with the Go tool's checks; None after --version."""
-    opts = parse_tool_flags(Options, APP, argv)
+def parse_options(argv: Sequence[str]) -> StatOptions | None:
+    """Flags to StatOptions with the Go tool's checks; None after --version."""
+    opts = parse_tool_flags(StatOptions, APP, argv)
     if printed_version(opts.version, APP):
         return None
     if not opts.topic or not opts.channel:
@@ -69,7 +69,7 @@ def parse_options(argv: Sequence[str]) -> Options | None:
     return opts
 
 
-def poll(opts: Options) -> ChannelTotals:
+def poll(opts: StatOptions) -> ChannelTotals:
     """One sample: find the nsqd that have the topic, then sum the channel's stats over them."""
     try:
         if opts.lookupd_http_addresses:
@@ -93,11 +93,11 @@ def poll(opts: Options) -> ChannelTotals:
     return totals
 
 
-def _stats(address: str, opts: Options) -> dict[str, Any]:
+def _stats(address: str, opts: StatOptions) -> dict[str, Any]:
     return nsqd_stats(address, opts.topic, include_clients=False, timeout=opts.http_timeout)
 
 
-def stat_loop(opts: Options) -> None:
+def stat_loop(opts: StatOptions) -> None:
     previous: ChannelTotals | None = None
     i = 0
     while opts.count is None or opts.count >= i:
@@ -111,7 +111,7 @@ def stat_loop(opts: Options) -> None:
         time.sleep(opts.interval)
 
 
-def run(opts: Options) -> None:
+def run(opts: StatOptions) -> None:
     for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sys.exit(0))
     stat_loop(opts)

@@ -32,15 +32,15 @@ _STOP_TIMEOUT = 5.0
 
 
 @dataclass
-class Options(SourceOptions):
+class TailOptions(SourceOptions):
     topics: list[str] = setting("topic", LIST, [], "NSQ topic (may be given multiple times)")
     channel: str = setting("channel", STRING, "", "NSQ channel")
     total: int = setting("n", INT, 0, "total messages to show (will wait if starved)")
     print_topic: bool = setting("print-topic", BOOL, False, "print topic name where message was received")
 
 
-def parse_options(argv: Sequence[str]) -> Options | None:
-    opts = parse_tool_flags(Options, APP, argv)
+def parse_options(argv: Sequence[str]) -> TailOptions | None:
+    opts = parse_tool_flags(TailOptions, APP, argv)
     opts.consumer = read_client_settings(opts.consumer_opts, "invalid --consumer-opt")
     if printed_version(opts.version, APP):
         return None
@@ -54,7 +54,7 @@ def parse_options(argv: Sequence[str]) -> Options | None:
     return opts
 
 
-def run(opts: Options) -> None:
+def run(opts: TailOptions) -> None:
     stop_requested: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: stop_requested.append(signum))
@@ -89,7 +89,7 @@ def run(opts: Options) -> None:
             consumer.close()
 
 
-def _show(opts: Options, topic: str, msg: Message) -> None:
+def _show(opts: TailOptions, topic: str, msg: Message) -> None:
     line = (f"{topic} | ".encode() if opts.print_topic else b"") + msg.body + b"\n"
     try:
         sys.stdout.buffer.write(line)

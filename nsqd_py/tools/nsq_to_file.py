@@ -30,7 +30,7 @@ _SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 @dataclass
-class Options(SourceOptions, HTTPTimeoutOptions):
+class ToFileOptions(SourceOptions, HTTPTimeoutOptions):
     log_level_name: str = setting("log-level", STRING, "info", "set log verbosity: debug, info, warn, error, or fatal")
     log_prefix: str = setting("log-prefix", STRING, "[nsq_to_file] ", "log message prefix")
     channel: str = setting("channel", STRING, "nsq_to_file", "nsq channel")
@@ -65,9 +65,9 @@ class Options(SourceOptions, HTTPTimeoutOptions):
         )
 
 
-def parse_options(argv: Sequence[str]) -> Options | None:
-    """Flags to Options, with the Go tool's checks and `log.Fatal` messages; None after --version."""
-    opts, parsed = parse_flags(Options, APP, argv)
+def parse_options(argv: Sequence[str]) -> ToFileOptions | None:
+    """Flags to ToFileOptions, with the Go tool's checks and `log.Fatal` messages; None after --version."""
+    opts, parsed = parse_flags(ToFileOptions, APP, argv)
     if parsed.args:
         log_fatal(f"unknown arguments: [{' '.join(parsed.args)}]")
     try:
@@ -95,7 +95,7 @@ def parse_options(argv: Sequence[str]) -> Options | None:
     return opts
 
 
-def template_for(opts: Options, topic: str) -> str:
+def template_for(opts: ToFileOptions, topic: str) -> str:
     f = opts.files
     return filename_template(opts.filename_format, topic, host_identifier=opts.host_identifier, gzip=f.gzip,
                              needs_rev=f.rotate_size > 0 or f.rotate_interval > 0 or f.work_dir != f.output_dir)
@@ -104,7 +104,7 @@ def template_for(opts: Options, topic: str) -> str:
 class TopicDiscoverer:
     """Starts a router per (allowed) topic and relays signals to them (Go's TopicDiscoverer)."""
 
-    def __init__(self, opts: Options, logger: Logger) -> None:
+    def __init__(self, opts: ToFileOptions, logger: Logger) -> None:
         self.opts = opts
         self.logger = logger
         self.routers: dict[str, TopicRouter] = {}
@@ -203,7 +203,7 @@ def _compile(pattern: str) -> re.Pattern[str] | None:
         return None
 
 
-def run(opts: Options) -> None:
+def run(opts: ToFileOptions) -> None:
     logger = Logger(opts.log_prefix, opts.log_level)
     discoverer = TopicDiscoverer(opts, logger)
     signal.signal(signal.SIGINT, lambda *_: discoverer.term())

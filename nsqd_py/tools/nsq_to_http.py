@@ -36,7 +36,7 @@ _DEFAULT_CONTENT_TYPE = "application/octet-stream"
 
 
 @dataclass
-class Options(SourceOptions, HTTPTimeoutOptions):
+class ToHTTPOptions(SourceOptions, HTTPTimeoutOptions):
     topics: list[str] = setting("topic", LIST, [], "nsq topic")
     channel: str = setting("channel", STRING, "nsq_to_http", "nsq channel")
     publishers: int = setting("n", INT, 100, "number of concurrent publishers")
@@ -70,8 +70,8 @@ class Options(SourceOptions, HTTPTimeoutOptions):
         return self.posts or self.gets
 
 
-def parse_options(argv: Sequence[str]) -> Options | None:
-    opts = parse_tool_flags(Options, APP, argv)
+def parse_options(argv: Sequence[str]) -> ToHTTPOptions | None:
+    opts = parse_tool_flags(ToHTTPOptions, APP, argv)
     opts.consumer = read_client_settings(opts.consumer_opts, "invalid --consumer-opt")
     if printed_version(opts.version, APP):
         return None
@@ -103,7 +103,7 @@ def parse_options(argv: Sequence[str]) -> Options | None:
 class HTTPPublisher:
     """Sends one message to one endpoint chosen by the mode; True on 2xx (GET: 200)."""
 
-    def __init__(self, opts: Options) -> None:
+    def __init__(self, opts: ToHTTPOptions) -> None:
         self.opts = opts
         self.hosts = host_selector(opts.mode, opts.addresses)
         self._hosts_lock = threading.Lock()
@@ -148,7 +148,7 @@ class HTTPPublisher:
         return ok
 
 
-def run(opts: Options) -> None:
+def run(opts: ToHTTPOptions) -> None:
     consumers = make_consumers(APP, [opts.topic], opts.channel, opts.nsqd_tcp_addresses,
                                opts.lookupd_http_addresses, opts.max_in_flight, opts.consumer)
     relay(consumers, HTTPPublisher(opts), opts.consumer, workers=opts.publishers, sample=opts.sample)

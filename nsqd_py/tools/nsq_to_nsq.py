@@ -36,7 +36,7 @@ _BATCH = 100
 
 
 @dataclass
-class Options(SourceOptions):
+class NsqToNsqOptions(SourceOptions):
     channel: str = setting("channel", STRING, "nsq_to_nsq", "nsq channel")
     destination_topic: str = setting("destination-topic", STRING, "",
                                      "use this destination topic for all consumed topics (default is consumed topic "
@@ -57,8 +57,8 @@ class Options(SourceOptions):
     producer: ClientSettings = field(default_factory=ClientSettings)
 
 
-def parse_options(argv: Sequence[str]) -> Options | None:
-    opts = parse_tool_flags(Options, APP, argv)
+def parse_options(argv: Sequence[str]) -> NsqToNsqOptions | None:
+    opts = parse_tool_flags(NsqToNsqOptions, APP, argv)
     opts.consumer = read_client_settings(opts.consumer_opts, "invalid option")
     opts.producer = read_client_settings(opts.producer_opts, "invalid option")
     if printed_version(opts.version, APP):
@@ -143,7 +143,7 @@ def _equal(value: Any, wanted: str) -> bool:
 class NSQPublisher:
     """Publishes one message to a destination chosen by the mode; True once that nsqd answered OK."""
 
-    def __init__(self, opts: Options) -> None:
+    def __init__(self, opts: NsqToNsqOptions) -> None:
         self.opts = opts
         self.filter = JSONFilter(opts.require_field, opts.require_value, opts.whitelist)
         settings = opts.producer
@@ -181,7 +181,7 @@ class NSQPublisher:
             producer.close()
 
 
-def run(opts: Options) -> None:
+def run(opts: NsqToNsqOptions) -> None:
     consumers = make_consumers(APP, opts.topics, opts.channel, opts.nsqd_tcp_addresses, opts.lookupd_http_addresses,
                                opts.max_in_flight, opts.consumer)
     publisher = NSQPublisher(opts)

@@ -31,7 +31,7 @@ APP = "to_nsq"
 
 
 @dataclass
-class Options:
+class ToNsqOptions:
     topic: str = setting("topic", STRING, "", "NSQ topic to publish to")
     delimiter_text: str = setting("delimiter", STRING, "\n", "character to split input from stdin")
     nsqd_tcp_addresses: list[str] = setting("nsqd-tcp-address", LIST, [],
@@ -46,8 +46,8 @@ class Options:
         return self.delimiter_text.encode("utf-8", "surrogateescape")
 
 
-def parse_options(argv: Sequence[str]) -> Options:
-    opts = parse_tool_flags(Options, APP, argv)
+def parse_options(argv: Sequence[str]) -> ToNsqOptions:
+    opts = parse_tool_flags(ToNsqOptions, APP, argv)
     opts.producer = read_client_settings(opts.producer_opts, "invalid --producer-opt")
     if not opts.topic:
         log_fatal("--topic required")
@@ -91,7 +91,7 @@ class Throttle:
         self._balance -= 1.0
 
 
-def run(opts: Options, stream: BinaryIO | None = None) -> None:
+def run(opts: ToNsqOptions, stream: BinaryIO | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sys.exit(0))
     settings = opts.producer

@@ -15,7 +15,8 @@ import nsqd_py
 from nsqd_py.runtime.pure_python import pure_requested
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = "import nsqd_py; from nsqd_py.core import channel, queue; print(nsqd_py.is_compiled(), queue.__file__)"
+PROBE = ("import nsqd_py; from nsqd_py.core import channel, message_queue; "
+         "print(nsqd_py.is_compiled(), message_queue.__file__)")
 
 
 def _have_compiler() -> bool:
@@ -54,7 +55,7 @@ def test_pure_python_switch_imports_the_sources() -> None:
     assert out.returncode == 0, out.stderr
     compiled, queue_file = out.stdout.split()
     assert compiled == "False"
-    assert queue_file.endswith("queue.py")
+    assert queue_file.endswith("message_queue.py")
 
 
 @pytest.mark.skipif(not nsqd_py.is_compiled(), reason="needs the compiled build installed")

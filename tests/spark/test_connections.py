@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 
-from nsqd_py.spark.consumer import Consumer
+from nsqd_py.spark.consumer import SourceConsumer
 from nsqd_py.spark.discovery import all_nodes, topic_producers
 from nsqd_py.spark.options import ReadOptions, WriteOptions
 from nsqd_py.spark.writer import NSQWriter
@@ -31,7 +31,7 @@ def lookupd(tmp_path: Path) -> Iterator[LookupdProcess]:
     proc.stop()
 
 
-def take_all(consumer: Consumer, count: int) -> list:
+def take_all(consumer: SourceConsumer, count: int) -> list:
     got: list = []
     wait_until(lambda: got.extend(consumer.take(1000, wait=0.2)) or len(got) >= count, timeout=20)
     return got
@@ -49,7 +49,7 @@ def test_consumer_and_writer_find_nsqd_through_lookupd(lookupd: LookupdProcess,
         publish(node, topic, [b"from %d" % i] * 5)
     wait_until(lambda: len(topic_producers((lookupd.http_address,), topic)) == 2)
 
-    consumer = Consumer(ReadOptions.parse({"topic": topic, "channel": "c",
+    consumer = SourceConsumer(ReadOptions.parse({"topic": topic, "channel": "c",
                                            "lookupdHttpAddresses": lookupd.http_address}), max_in_flight=100)
     consumer.start()
     try:
@@ -77,7 +77,7 @@ def test_compressed_connections(codec: str, nsqd: NsqdProcess, name: Callable[[s
     bodies = [f"{codec} {i} " * 20 for i in range(300)]
     NSQWriter(WriteOptions.parse(options), schema).write(iter([pa.RecordBatch.from_pylist([{"body": b}
                                                                                            for b in bodies])]))
-    consumer = Consumer(ReadOptions.parse(options), max_in_flight=500)
+    consumer = SourceConsumer(ReadOptions.parse(options), max_in_flight=500)
     consumer.start()
     try:
         got = take_all(consumer, 300)
@@ -99,7 +99,7 @@ def test_tls_and_auth(nsqd_factory: Callable[..., NsqdProcess], name: Callable[[
                    "tlsCaFile": str(pki.ca), "authSecret": "s3cret"}
         schema = StructType([StructField("value", StringType())])
         NSQWriter(WriteOptions.parse(options), schema).write(iter([pa.RecordBatch.from_pylist([{"value": "hush"}])]))
-        consumer = Consumer(ReadOptions.parse(options), max_in_flight=10)
+        consumer = SourceConsumer(ReadOptions.parse(options), max_in_flight=10)
         consumer.start()
         try:
             [msg] = take_all(consumer, 1)

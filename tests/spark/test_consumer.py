@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from nsqd_py.client.errors import NSQConnectionError
-from nsqd_py.spark.consumer import Consumer
+from nsqd_py.spark.consumer import SourceConsumer
 from nsqd_py.spark.control import DrainServer
 from nsqd_py.spark.driver_reader import DriverStreamReader
 from nsqd_py.spark.options import ReadOptions
@@ -30,9 +30,9 @@ def read_options(nsqd: NsqdProcess, topic: str, **extra: str) -> ReadOptions:
 
 
 @contextlib.contextmanager
-def running(opts: ReadOptions, max_in_flight: int) -> Iterator[Consumer]:
-    """A started Consumer, closed after the block."""
-    consumer = Consumer(opts, max_in_flight=max_in_flight)
+def running(opts: ReadOptions, max_in_flight: int) -> Iterator[SourceConsumer]:
+    """A started SourceConsumer, closed after the block."""
+    consumer = SourceConsumer(opts, max_in_flight=max_in_flight)
     consumer.start()
     try:
         yield consumer
@@ -161,7 +161,7 @@ def test_requeue_buffered_hands_messages_back(nsqd: NsqdProcess, name: Callable[
 def test_unreachable_nsqd_fails_at_start() -> None:
     opts = ReadOptions.parse({"topic": "t", "channel": "c", "nsqdTcpAddresses": f"127.0.0.1:{free_port()}"})
     with pytest.raises(NSQConnectionError, match=r"could not subscribe on any of .*refused"):
-        Consumer(opts, max_in_flight=10).start()
+        SourceConsumer(opts, max_in_flight=10).start()
 
 
 def test_drain_socket_is_taken_over_from_a_dead_reader_only(tmp_path: Path) -> None:

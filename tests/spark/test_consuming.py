@@ -21,7 +21,7 @@ from nsqd_py.spark import dead_letter
 from nsqd_py.spark.connect import open_connection
 from nsqd_py.spark.dead_letter import DeadLetterError, decode_dead_letter
 from nsqd_py.spark.options import OptionError, ReadOptions
-from nsqd_py.spark.slice_task import SlicePlan, SliceTask
+from nsqd_py.spark.slice_task import SliceAssignment, SliceTask
 from nsqd_py.spark.slices import SliceSpec
 from nsqd_py.spark.trials import Trials
 from tests.spark.util import bodies, hold_in_flight, planned, publish, source_options
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 def task(location: Path, nsqd: NsqdProcess, topic: str, quota: int, opts: dict[str, str], batch: int = 1,
          cutoff: int | None = None) -> SliceTask:
-    plan = planned(SlicePlan(str(location), "q1", batch, "c", SliceSpec(topic, nsqd.tcp_address, 0, quota)))
+    plan = planned(SliceAssignment(str(location), "q1", batch, "c", SliceSpec(topic, nsqd.tcp_address, 0, quota)))
     return SliceTask(plan, ReadOptions.parse(opts), cutoff)
 
 
@@ -190,7 +190,7 @@ def test_a_storage_outage_does_not_dead_letter_healthy_messages(nsqd: NsqdProces
     assert not Trials(recovered.store, topic, nsqd.tcp_address).failed()  # nothing left marked
 
 
-def _read_and_die_on_poison(plan: SlicePlan, opts: dict[str, str]) -> None:
+def _read_and_die_on_poison(plan: SliceAssignment, opts: dict[str, str]) -> None:
     """A task whose process dies when it publishes a chunk holding the poison (as an out-of-memory kill would)."""
     reader = SliceTask(plan, ReadOptions.parse(opts), None)
     publish_chunk = reader.slice.publish
@@ -206,7 +206,7 @@ def _read_and_die_on_poison(plan: SlicePlan, opts: dict[str, str]) -> None:
 
 
 def run_task_process(location: Path, nsqd: NsqdProcess, topic: str, opts: dict[str, str], batch: int) -> int | None:
-    plan = planned(SlicePlan(str(location), "q1", batch, "c", SliceSpec(topic, nsqd.tcp_address, 0, 100)))
+    plan = planned(SliceAssignment(str(location), "q1", batch, "c", SliceSpec(topic, nsqd.tcp_address, 0, 100)))
     child = multiprocessing.get_context("fork").Process(target=_read_and_die_on_poison, args=(plan, opts))
     child.start()
     child.join(60)

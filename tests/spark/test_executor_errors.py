@@ -17,7 +17,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from nsqd_py.spark.connect import ConnectionConfigError
-from nsqd_py.spark.consumer import Consumer
+from nsqd_py.spark.consumer import SourceConsumer
 from nsqd_py.spark.options import ReadOptions
 from nsqd_py.spark.planner import UnreachableError
 from nsqd_py.spark.reader import NSQStreamReader
@@ -164,7 +164,7 @@ def test_read_mode_driver_fails_at_start_on_a_refused_secret(secured: NsqdProces
     lookupd it retried forever); after, its start fails naming nsqd's answer."""
     options = {"subscribe": name("ok_driver"), "channel": "c", "nsqdTcpAddresses": secured.tcp_address,
                "tls": "true", "tlsCaFile": str(pki.ca), "authSecret": "wrong", "readMode": "driver"}
-    consumer = Consumer(ReadOptions.parse(options), max_in_flight=10)
+    consumer = SourceConsumer(ReadOptions.parse(options), max_in_flight=10)
     try:
         with pytest.raises(ConnectionConfigError, match="E_AUTH_FAILED"):
             consumer.start()

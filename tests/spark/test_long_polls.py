@@ -12,7 +12,7 @@ import pytest
 
 from nsqd_py.spark.options import ReadOptions
 from nsqd_py.spark.schema import ARROW_SCHEMA
-from nsqd_py.spark.slice_task import SlicePlan, SliceTask
+from nsqd_py.spark.slice_task import SliceAssignment, SliceTask
 from nsqd_py.spark.slices import SliceSpec
 from tests.spark.util import bodies, planned, publish, source_options
 from tests.support import NsqdProcess, channel_stats
@@ -32,7 +32,7 @@ def test_a_poll_longer_than_msg_timeout_redelivers_nothing(nsqd: NsqdProcess, na
     topic = name("longpoll")
     sent = bodies(20)
     publish(nsqd, topic, sent)
-    plan = planned(SlicePlan(str(tmp_path), "q", 1, "c", SliceSpec(topic, nsqd.tcp_address, 0, 100)))
+    plan = planned(SliceAssignment(str(tmp_path), "q", 1, "c", SliceSpec(topic, nsqd.tcp_address, 0, 100)))
     opts = ReadOptions.parse(source_options(nsqd, topic, msgTimeout="1s", pollTimeout="2s", **compression))
     table = pa.Table.from_batches(list(SliceTask(plan, opts, None).run()), ARROW_SCHEMA)
     assert sorted(table.column("body").to_pylist()) == sorted(sent)

@@ -18,7 +18,7 @@ from nsqd_py.client.protocol import Message
 from nsqd_py.spark.options import ReadOptions
 from nsqd_py.spark.reader import NSQStreamReader
 from nsqd_py.spark.schema import ARROW_SCHEMA
-from nsqd_py.spark.slice_task import SlicePlan, SliceTask
+from nsqd_py.spark.slice_task import SliceAssignment, SliceTask
 from nsqd_py.spark.slices import DataLossError, SliceSpec, SliceStore, path_component
 from nsqd_py.spark.trials import Trials
 from tests.spark.util import bodies, planned, publish, source_options
@@ -142,10 +142,10 @@ def test_a_batch_planned_before_names_were_encoded_replays_from_its_raw_director
 
 # -- case 7: a finished slice says what it holds ---------------------------------------------------------------------
 
-def finished_slice(nsqd: NsqdProcess, topic: str, location: Path) -> tuple[SlicePlan, list[dict], Path]:
+def finished_slice(nsqd: NsqdProcess, topic: str, location: Path) -> tuple[SliceAssignment, list[dict], Path]:
     """A slice of 150 rows read in three chunks of 50 (nsqd's max RDY) and its end: its plan, rows and directory."""
     publish(nsqd, topic, bodies(150))
-    plan = planned(SlicePlan(str(location), "q1", 1, "c", SliceSpec(topic, nsqd.tcp_address, 0, 150)))
+    plan = planned(SliceAssignment(str(location), "q1", 1, "c", SliceSpec(topic, nsqd.tcp_address, 0, 150)))
     task = SliceTask(plan, options(nsqd, topic), None)
     rows = read_rows(task)
     directory = Path(task.slice.directory)
@@ -205,7 +205,7 @@ def test_a_link_that_succeeded_but_answered_eexist_wins_its_chunk(
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
 
     monkeypatch.setattr(os, "link", retransmitted)
-    plan = planned(SlicePlan(str(tmp_path), "q1", 1, "c", SliceSpec(topic, small_rdy.tcp_address, 0, 60)))
+    plan = planned(SliceAssignment(str(tmp_path), "q1", 1, "c", SliceSpec(topic, small_rdy.tcp_address, 0, 60)))
     task = SliceTask(plan, options(small_rdy, topic), None)
     rows = read_rows(task)
     assert sorted(r["body"] for r in rows) == sorted(bodies(60))

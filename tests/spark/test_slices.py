@@ -18,7 +18,7 @@ from nsqd_py.client.protocol import Message
 from nsqd_py.spark.options import ReadOptions
 from nsqd_py.spark.planner import ChannelState, UnreachableError, plan_slices
 from nsqd_py.spark.reader import NSQStreamReader
-from nsqd_py.spark.slice_task import SlicePlan, SliceTask
+from nsqd_py.spark.slice_task import SliceAssignment, SliceTask
 from nsqd_py.spark.slices import NotSharedError, SliceSpec, SliceStore
 from nsqd_py.testing import free_port
 from tests.spark.util import bodies, http_address, planned, publish, source_options
@@ -32,8 +32,8 @@ def options(nsqd: NsqdProcess, topic: str, **extra: str) -> ReadOptions:
     return ReadOptions.parse(source_options(nsqd, topic, **extra))
 
 
-def plan(location: Path, nsqd: NsqdProcess, topic: str, quota: int, index: int = 0) -> SlicePlan:
-    return planned(SlicePlan(str(location), "q1", 1, "c", SliceSpec(topic, nsqd.tcp_address, index, quota)))
+def plan(location: Path, nsqd: NsqdProcess, topic: str, quota: int, index: int = 0) -> SliceAssignment:
+    return planned(SliceAssignment(str(location), "q1", 1, "c", SliceSpec(topic, nsqd.tcp_address, index, quota)))
 
 
 def rows(batches: list[pa.RecordBatch]) -> list[tuple[str, bytes]]:
@@ -146,17 +146,17 @@ def test_unreachable_nsqd_ends_the_slice_or_fails_the_task(tmp_path: Path) -> No
     gone = f"127.0.0.1:{free_port()}"
     opts = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqdTcpAddresses": gone,
                               "connectTimeout": "500ms"})
-    task_plan = planned(SlicePlan(str(tmp_path), "q1", 1, "c", SliceSpec("t", gone, 0, 10)))
+    task_plan = planned(SliceAssignment(str(tmp_path), "q1", 1, "c", SliceSpec("t", gone, 0, 10)))
     assert list(SliceTask(task_plan, opts, None).run()) == []
     strict = ReadOptions.parse({"subscribe": "t", "channel": "c", "nsqdTcpAddresses": gone,
                                 "failOnUnreachable": "true"})
     with pytest.raises(NSQConnectionError, match="failOnUnreachable"):
-        list(SliceTask(planned(SlicePlan(str(tmp_path), "q1", 2, "c", SliceSpec("t", gone, 0, 10))), strict,
+        list(SliceTask(planned(SliceAssignment(str(tmp_path), "q1", 2, "c", SliceSpec("t", gone, 0, 10))), strict,
                        None).run())
 
 
 def test_an_executor_that_cannot_see_the_location_says_so(nsqd: NsqdProcess, tmp_path: Path) -> None:
-    task_plan = SlicePlan(str(tmp_path / "not-shared"), "q1", 1, "c", SliceSpec("t", nsqd.tcp_address, 0, 10))
+    task_plan = SliceAssignment(str(tmp_path / "not-shared"), "q1", 1, "c", SliceSpec("t", nsqd.tcp_address, 0, 10))
     with pytest.raises(NotSharedError, match="writeAheadLocation"):
         list(SliceTask(task_plan, options(nsqd, "t"), None).run())
 
@@ -221,7 +221,7 @@ def test_min_offsets_wait_for_more_until_the_max_trigger_delay(nsqd: NsqdProcess
 def test_a_slice_stops_at_its_byte_quota(nsqd: NsqdProcess, name: Callable[[str], str], tmp_path: Path) -> None:
     topic = name("bytes")
     publish(nsqd, topic, [b"x" * 100] * 50)
-    task_plan = planned(SlicePlan(str(tmp_path), "q1", 1, "c", SliceSpec(topic, nsqd.tcp_address, 0, quota=50,
+    task_plan = planned(SliceAssignment(str(tmp_path), "q1", 1, "c", SliceSpec(topic, nsqd.tcp_address, 0, quota=50,
                                                                               byte_quota=1000)))
     got = rows(list(SliceTask(task_plan, options(nsqd, topic), None).run()))
     assert len(got) == 10  # 10 bodies of 100 bytes

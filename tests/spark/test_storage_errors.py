@@ -20,7 +20,7 @@ from nsqd_py.client.protocol import id_commands
 from nsqd_py.spark import slice_task
 from nsqd_py.spark.options import ReadOptions
 from nsqd_py.spark.schema import ARROW_SCHEMA, message_table
-from nsqd_py.spark.slice_task import SlicePlan, SliceTask, UnsettledChunkError
+from nsqd_py.spark.slice_task import SliceAssignment, SliceTask, UnsettledChunkError
 from nsqd_py.spark.slices import SliceSpec, SliceStore
 from tests.spark.stores import LocalStore, use_store
 from tests.spark.util import bodies, hold_in_flight, planned, publish, source_options
@@ -99,12 +99,12 @@ def flaky_location(monkeypatch: pytest.MonkeyPatch, store: _FlakyStore) -> str:
     return "flaky://wa"
 
 
-def one_slice(nsqd: NsqdProcess, topic: str, location: str, quota: int) -> tuple[SlicePlan, ReadOptions]:
-    plan = planned(SlicePlan(location, "q", 1, "c", SliceSpec(topic, nsqd.tcp_address, 0, quota)))
+def one_slice(nsqd: NsqdProcess, topic: str, location: str, quota: int) -> tuple[SliceAssignment, ReadOptions]:
+    plan = planned(SliceAssignment(location, "q", 1, "c", SliceSpec(topic, nsqd.tcp_address, 0, quota)))
     return plan, ReadOptions.parse(source_options(nsqd, topic, msgTimeout="1s"))
 
 
-def read_bodies(plan: SlicePlan, opts: ReadOptions) -> list[bytes]:
+def read_bodies(plan: SliceAssignment, opts: ReadOptions) -> list[bytes]:
     table = pa.Table.from_batches(list(SliceTask(plan, opts, None).run()), ARROW_SCHEMA)
     return sorted(table.column("body").to_pylist())
 

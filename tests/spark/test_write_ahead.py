@@ -20,7 +20,7 @@ from nsqd_py.spark.driver_reader import DriverStreamReader
 from nsqd_py.spark.options import OptionError, ReadOptions
 from nsqd_py.spark.reader import NSQStreamReader, SlicePartition
 from nsqd_py.spark.schema import ARROW_SCHEMA
-from nsqd_py.spark.slice_task import BatchClosedError, SlicePlan, SliceTask
+from nsqd_py.spark.slice_task import BatchClosedError, SliceAssignment, SliceTask
 from nsqd_py.spark.slices import DataLossError, SliceSpec, SliceStore
 from tests.spark.stores import LocalStore, use_store
 from tests.spark.util import bodies, planned, publish, source_options
@@ -157,7 +157,7 @@ def test_two_attempts_racing_for_each_chunk_agree_and_lose_nothing(
     topic = name("race")
     sent = bodies(150)
     publish(small_rdy, topic, sent)
-    task_plan = planned(SlicePlan("racing://wa", "q1", 1, "c", SliceSpec(topic, small_rdy.tcp_address, 0, 100)))
+    task_plan = planned(SliceAssignment("racing://wa", "q1", 1, "c", SliceSpec(topic, small_rdy.tcp_address, 0, 100)))
     opts = options(small_rdy, topic, pollTimeout="3s")  # a busy machine must not end the slice early
     results: dict[str, list[tuple[str, bytes]]] = {}
 

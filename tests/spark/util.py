@@ -6,7 +6,7 @@ import requests
 
 from nsqd_py.client.connection import Connection
 from nsqd_py.client.protocol import Message, mpub_body
-from nsqd_py.spark.slice_task import SlicePlan
+from nsqd_py.spark.slice_task import SliceAssignment
 from nsqd_py.spark.slices import SliceStore
 from tests.support import NsqdProcess, channel_stats, wait_until
 
@@ -45,7 +45,7 @@ def drained(nsqd: NsqdProcess, topic: str, channel: str) -> bool:
     return stats["depth"] == 0 and stats["in_flight_count"] == 0 and stats["deferred_count"] == 0
 
 
-def planned(task: SlicePlan) -> SlicePlan:
+def planned(task: SliceAssignment) -> SliceAssignment:
     """Record ``task``'s batch in its write-ahead location as the driver does when it plans a batch."""
     SliceStore(task.location, task.query).plan(task.batch, [task.spec.name])
     return task

@@ -17,7 +17,7 @@ from urllib.parse import quote_plus
 
 from ..go.gocompat import join_host_port
 from ..runtime.log import Logger
-from . import stats as st
+from . import node_stats as st
 from .upstream import Client, UpstreamError, fan_out
 
 Errors = list[str]
