@@ -51,7 +51,7 @@ COMPILED_MODULES = [
     "nsqd_py/http_api/pub.py",
     "nsqd_py/http_api/body.py",
     "nsqd_py/http_api/params.py",
-    "nsqd_py/http_api/responses.py",
+    "nsqd_py/web/responses.py",
 ]
 
 

@@ -20,8 +20,9 @@ import orjson
 
 from ..go.gojson import GoJSONError, decode_struct
 from ..go.settings import toml_keys
-from ..http_api.responses import APIError
 from ..runtime.log import LEVELS_BY_NAME
+from ..web.responses import APIError
+from ..web.router import falcon_app
 from ..wire.names import is_valid_name
 from .node_stats import go_numbers
 from .notify import Notifier
@@ -36,7 +37,7 @@ _MAX_CONFIG_BODY = 1024 * 1024
 
 
 def create_app(views: Views, notifier: Notifier) -> falcon.App:
-    app = falcon.App(media_type=None, router=AdminRouter(views.logger))  # type: ignore[call-overload]
+    app = falcon_app(AdminRouter(views.logger))
     api = AdminAPI(views, notifier)
     base = views.opts.base_path
     for path, suffix in (("/ping", "ping"), ("/api/topics", "topics"), ("/api/topics/{topic}", "topic"),

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import falcon
 import jinja2
 
-from ..http_api.responses import HTML_TYPE, APIError, status_line
+from ..web.responses import HTML_TYPE, APIError, status_line
 from .charts import Charts
 from .views import Views
 

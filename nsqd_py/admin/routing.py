@@ -1,6 +1,6 @@
-"""nsqd's httprouter-like Router (http_api/routing.py), plus routes with several `{param}` segments, which
-nsqadmin has (`/api/topics/{topic}/{channel}`) and nsqd does not, and HTML pages (``page=True``: the responder
-returns its whole answer, not data for the JSON envelope). Redirects, 405s and 404s stay the Router's.
+"""nsqd's httprouter-like Router (web/router.py), plus routes with several `{param}` segments, which nsqadmin has
+(`/api/topics/{topic}/{channel}`) and nsqd does not, and HTML pages (``page=True``: the responder returns its whole
+answer, not data for the JSON envelope). Redirects, 405s and 404s stay the Router's.
 """
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ import re
 from typing import Any
 
 import falcon
-from falcon.routing import map_http_methods
 
-from ..http_api.responses import APIError, Handler, Responder, apply_answer, v1_error_answer
-from ..http_api.routing import Router, _AnyMethod, _Route, logged
 from ..runtime.log import Logger
+from ..web.responses import APIError, Handler, Responder, apply_answer, v1_error_answer
+from ..web.router import Route, Router
 
 
-class _SegmentsRoute(_Route):
+class _SegmentsRoute(Route):
     """A route whose `{name}` segments each match one non-empty path segment."""
 
     __slots__ = ()
@@ -41,17 +40,15 @@ class _SegmentsRoute(_Route):
 
 
 class AdminRouter(Router):
-    def add_route(self, uri_template: str, resource: object, *, suffix: str | None = None, log: bool = True,
-                  plain: bool = False, **kwargs: object) -> None:
-        page = kwargs.pop("page", False)
-        super().add_route(uri_template, resource, suffix=suffix, log=log, plain=plain, **kwargs)
-        route = self._routes[-1]
-        if page:
-            for method, handler in map_http_methods(resource, suffix=suffix).items():
-                route.method_maps[method] = _AnyMethod(_page(logged(handler, self._logger), self._logger))
-        if uri_template.count("{") > 1:
-            self._routes[-1] = _SegmentsRoute(route.template, route.resource, route.prefix, route.param,
-                                              route.method_maps)
+    def make_route(self, template: str, resource: object, prefix: str, param: str) -> Route:
+        if template.count("{") > 1:
+            return _SegmentsRoute(template, resource, prefix, param)
+        return super().make_route(template, resource, prefix, param)
+
+    def responder(self, handler: Handler, *, plain: bool, **kwargs: object) -> Responder:
+        if kwargs.get("page"):
+            return _page(handler, self._logger)
+        return super().responder(handler, plain=plain, **kwargs)
 
 
 def _page(handler: Handler, logger: Logger) -> Responder:

@@ -25,7 +25,7 @@ from urllib3.exceptions import (
 )
 
 from ..go.gocompat import NSQ_ACCEPT, go_quote, join_host_port
-from ..http_api.responses import status_line
+from ..web.responses import status_line
 
 T = TypeVar("T")
 R = TypeVar("R")

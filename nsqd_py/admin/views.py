@@ -13,8 +13,8 @@ from urllib.parse import urlencode
 
 from ..go import jsonenc
 from ..go.durations import SECOND
-from ..http_api.responses import APIError
 from ..runtime.log import Logger
+from ..web.responses import APIError
 from . import node_stats as st
 from .clusterinfo import ClusterError, ClusterInfo, Errors
 from .options import AdminOptions

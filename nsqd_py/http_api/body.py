@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from .responses import APIError
+from ..web.responses import APIError
 
 if TYPE_CHECKING:
     import falcon

@@ -14,8 +14,8 @@ import orjson
 
 from ..cluster.context import ServerContext
 from ..runtime.log import LEVELS_BY_NAME
+from ..web.responses import APIError
 from .body import read_body
-from .responses import APIError
 
 #: lg.ParseLogLevel: these names in any case, nothing else (no "warning", no surrounding space).
 _LOG_LEVELS = {name: LEVELS_BY_NAME[name] for name in ("debug", "info", "warn", "error", "fatal")}

@@ -12,8 +12,8 @@ from urllib.parse import unquote_to_bytes
 from ..core.errors import BackendError, ExitingError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
+from ..web.responses import APIError
 from ..wire.names import is_valid_name
-from .responses import APIError
 
 if TYPE_CHECKING:
     import falcon

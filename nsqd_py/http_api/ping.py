@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.nsqd import NSQD
-from .responses import APIError
+from ..web.responses import APIError
 
 if TYPE_CHECKING:
     import falcon

@@ -9,12 +9,13 @@ from __future__ import annotations
 import falcon
 
 from ..cluster.context import ServerContext
+from ..core.errors import BackendError
+from ..web.responses import JSON_TYPE, NSQ_CONTENT_TYPE, status_line
+from ..web.router import Router, falcon_app
 from .config import Config
 from .metrics import Metrics
 from .ping import Ping
 from .pub import MPub, Pub
-from .responses import JSON_TYPE, NSQ_CONTENT_TYPE, status_line
-from .routing import falcon_app
 from .status import Info, Stats
 from .topics import Channels, Topics
 
@@ -41,7 +42,7 @@ def tls_required_app(ctx: ServerContext) -> falcon.App:
 
 def routes_app(ctx: ServerContext, middleware: list[object] | None = None) -> falcon.App:
     nsqd = ctx.nsqd
-    app = falcon_app(nsqd.logger, middleware or [])
+    app = falcon_app(Router(nsqd.logger, internal_errors=(BackendError,)), middleware or [])
     app.add_route("/ping", Ping(nsqd), plain=True)
     app.add_route("/info", Info(ctx))
     app.add_route("/stats", Stats(nsqd))

@@ -18,9 +18,9 @@ from typing import Any
 from ..core.nsqd import NSQD
 from ..http_server.access_log import log_access
 from ..http_server.server import WSGIApp
+from ..web.responses import call_plain_text, call_v1
 from .ping import ping
 from .pub import is_plain, pub
-from .responses import call_plain_text, call_v1
 
 
 class Shortcuts:

@@ -1,7 +1,7 @@
 """The access log line of NSQ's `http_api.Log`: `<status> <METHOD> <uri> (<remote addr>) <elapsed>` at INFO.
 
 The app writes it, not the server: nsqd times the handler alone, before the response is written
-(http_api/routing.py's `logged` for the Falcon routes, the /ping shortcut for itself).
+(web/router.py's `logged` for the Falcon routes, the /ping shortcut for itself).
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import falcon
 
 from ..http_api.params import required_arg, topic_channel_args
-from ..http_api.responses import APIError
-from ..http_api.routing import falcon_app
 from ..runtime.version import NSQ_VERSION
+from ..web.responses import APIError
+from ..web.router import Router, falcon_app
 from ..wire.names import is_valid_name
 from .registration_db import Registration, filter_by_active, keys, subkeys
 
@@ -31,7 +31,7 @@ _ROUTES = (
 
 
 def create_app(lookupd: NSQLookupd) -> falcon.App:
-    app = falcon_app(lookupd.logger)
+    app = falcon_app(Router(lookupd.logger))
     api = LookupdAPI(lookupd)
     for path, suffix in _ROUTES:
         app.add_route(path, api, suffix=suffix, plain=path == "/ping")

@@ -15,11 +15,13 @@ PACKAGE = Path(nsqd_py.__file__).parent
 APPS = PACKAGE.parent / "apps"  # installed as nsqd_py.apps
 
 #: the server, bottom to top: a part may import the parts before it and none after. go/ and runtime/ are helpers
-#: under everything; http_server/ is the HTTP/1.1 transport, which knows nothing of the broker; config/ is the
+#: under everything; http_server/ is the HTTP/1.1 transport, which knows nothing of the broker; web/ the response
+#: envelope and router every HTTP API here shares (Go's internal/http_api); config/ is the
 #: options every layer reads; core/ is the broker; cluster/ its surroundings and the context the front doors share;
 #: tcp/ and http_api/ are the front doors (lookupd reuses both, and the transport); daemon/ assembles the process,
 #: and nothing but the executables imports it.
-SERVER = ("go", "runtime", "wire", "http_server", "config", "core", "cluster", "tcp", "http_api", "lookupd", "daemon")
+SERVER = ("go", "runtime", "wire", "http_server", "web", "config", "core", "cluster", "tcp", "http_api", "lookupd",
+          "daemon")
 #: the client side (the blocking client, the tools, Spark) stands on the bottom three and never on the server.
 CLIENT_BASE = ("go", "runtime", "wire")
 
@@ -29,9 +31,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "client": frozenset(CLIENT_BASE),
     "tools": frozenset((*CLIENT_BASE, "client")),
     "spark": frozenset((*CLIENT_BASE, "client")),
-    #: nsqadmin: a server of its own over the transport, nsqd's envelope and router (http_api) and the log-level
-    #: option kind (config); it talks to nsqd and lookupd over HTTP only, never through the broker's layers
-    "admin": frozenset(("go", "runtime", "wire", "http_server", "config", "http_api")),
+    #: nsqadmin: a server of its own over the transport, the envelope and router nsqd's API and nsqlookupd use too
+    #: (web) and the log-level option kind (config); it talks to nsqd and lookupd over HTTP only, never through the
+    #: broker's layers
+    "admin": frozenset(("go", "runtime", "wire", "http_server", "web", "config")),
 }
 #: the top-level modules: __init__ asks core whether it is compiled; the test helpers users get use the client
 TOP_LEVEL: dict[str, frozenset[str]] = {

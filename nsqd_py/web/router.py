@@ -28,7 +28,6 @@ from urllib.parse import quote
 import falcon
 from falcon.routing import map_http_methods
 
-from ..core.errors import BackendError
 from ..http_server.access_log import log_access
 from ..runtime.log import Logger
 from .responses import HTML_TYPE, APIError, Handler, Responder, plain_text, status_line, v1
@@ -37,7 +36,7 @@ from .responses import HTML_TYPE, APIError, Handler, Responder, plain_text, stat
 _PATH_SAFE = "/$&+,:;=@"
 
 
-class _AnyMethod(dict):
+class AnyMethod(dict):
     """A method map that answers every method, even ones Falcon does not know, with one responder."""
 
     __slots__ = ("responder",)
@@ -51,12 +50,12 @@ class _AnyMethod(dict):
 
 
 @dataclass(slots=True)
-class _Route:
+class Route:
     template: str
     resource: object
     prefix: str  # the whole path, or what comes before the parameter
     param: str  # "" for a static route
-    method_maps: dict[str, _AnyMethod] = field(default_factory=dict)
+    method_maps: dict[str, AnyMethod] = field(default_factory=dict)
 
     def match(self, path: str) -> dict[str, str] | None:
         if not self.param:
@@ -78,29 +77,41 @@ class _Route:
 
 
 class Router:
-    def __init__(self, logger: Logger) -> None:
+    """Subclasses change how a route matches (`make_route`) or how a handler answers (`responder`)."""
+
+    def __init__(self, logger: Logger, internal_errors: tuple[type[Exception], ...] = ()) -> None:
+        """``internal_errors``: exceptions a handler may raise that answer 500 `INTERNAL_ERROR` (nsqd: a change
+        nsqd.dat could not record), as an APIError would."""
         self._logger = logger
-        self._routes: list[_Route] = []
-        self._static: dict[str, _Route] = {}
-        self._not_found = _AnyMethod(v1(logged(_not_found, logger), logger))
-        self._not_allowed = _AnyMethod(v1(logged(_method_not_allowed, logger), logger))
-        self._options = _AnyMethod(_options)
-        self._global_options = _AnyMethod(_global_options)
-        self._redirect = _AnyMethod(_redirect)
+        self._internal_errors = internal_errors
+        self._routes: list[Route] = []
+        self._static: dict[str, Route] = {}
+        self._not_found = AnyMethod(v1(logged(_not_found, logger), logger))
+        self._not_allowed = AnyMethod(v1(logged(_method_not_allowed, logger), logger))
+        self._options = AnyMethod(_options)
+        self._global_options = AnyMethod(_global_options)
+        self._redirect = AnyMethod(_redirect)
 
     def add_route(self, uri_template: str, resource: object, *, suffix: str | None = None, log: bool = True,
-                  plain: bool = False, **_kwargs: object) -> None:
+                  plain: bool = False, **kwargs: object) -> None:
         prefix, brace, rest = uri_template.partition("{")
-        route = _Route(uri_template, resource, prefix, rest.rstrip("}") if brace else "")
+        route = self.make_route(uri_template, resource, prefix, rest.rstrip("}") if brace else "")
         for method, handler in map_http_methods(resource, suffix=suffix).items():
-            wrapped = logged(handler, self._logger) if log else handler
-            responder = plain_text(wrapped, self._logger) if plain else v1(wrapped, self._logger)
-            route.method_maps[method] = _AnyMethod(responder)
+            wrapped = logged(handler, self._logger, self._internal_errors) if log else handler
+            route.method_maps[method] = AnyMethod(self.responder(wrapped, plain=plain, **kwargs))
         self._routes.append(route)
         if not route.param:
             self._static[prefix] = route
 
-    def find(self, uri: str, req: falcon.Request | None = None) -> tuple[object, _AnyMethod, dict, str | None]:
+    def make_route(self, template: str, resource: object, prefix: str, param: str) -> Route:
+        """The route for ``template``: static, or one trailing `{param}` segment (all nsqd has)."""
+        return Route(template, resource, prefix, param)
+
+    def responder(self, handler: Handler, *, plain: bool, **kwargs: object) -> Responder:
+        """``handler`` wrapped in its answer: the V1 JSON envelope, or plain text."""
+        return plain_text(handler, self._logger) if plain else v1(handler, self._logger)
+
+    def find(self, uri: str, req: falcon.Request | None = None) -> tuple[object, AnyMethod, dict, str | None]:
         method = req.method if req is not None else "GET"
         route, params = self._match(uri)
         if route is not None:
@@ -121,7 +132,7 @@ class Router:
             return self, self._options if method == "OPTIONS" else self._not_allowed, {"allow": allow}, None
         return self, self._not_found, {}, None
 
-    def _match(self, path: str) -> tuple[_Route | None, dict[str, str]]:
+    def _match(self, path: str) -> tuple[Route | None, dict[str, str]]:
         route = self._static.get(path)
         if route is not None:
             return route, {}
@@ -150,13 +161,13 @@ class Router:
         return None
 
     @staticmethod
-    def _allow(routes: list[_Route], method: str) -> str:
+    def _allow(routes: list[Route], method: str) -> str:
         """httprouter's `Allow`: the other methods served there, plus OPTIONS, sorted ("" when none)."""
         methods = {m for r in routes for m in r.method_maps if m not in (method, "OPTIONS")}
         return ", ".join(sorted({*methods, "OPTIONS"})) if methods else ""
 
 
-def logged(handler: Handler, logger: Logger) -> Handler:
+def logged(handler: Handler, logger: Logger, internal_errors: tuple[type[Exception], ...] = ()) -> Handler:
     """nsqd's `http_api.Log` decorator: the access line with the handler's own status (200, or its APIError's
     code) and time, before the response is written, exactly where nsqd measures it. /pub, /mpub, OPTIONS and
     redirects are not logged."""
@@ -173,11 +184,10 @@ def logged(handler: Handler, logger: Logger) -> Handler:
                 logger.error(err.log)
                 err.log = ""
             raise
-        except BackendError:  # a change nsqd.dat could not record (core/metadata.py): not done, say so
+        except Exception as err:
             status = 500
-            raise APIError(500, "INTERNAL_ERROR") from None
-        except Exception:
-            status = 500
+            if isinstance(err, internal_errors):  # not done, and the handler knows: say so
+                raise APIError(500, "INTERNAL_ERROR") from None
             raise
         finally:
             log_access(logger, status, req.method, req.env, start)
@@ -185,10 +195,10 @@ def logged(handler: Handler, logger: Logger) -> Handler:
     return wrapper
 
 
-def falcon_app(logger: Logger, middleware: list[object] | None = None) -> falcon.App:
-    """A Falcon app on this router, with no default media type (every answer sets its own, as nsqd's do).
+def falcon_app(router: Router, middleware: list[object] | None = None) -> falcon.App:
+    """A Falcon app on ``router``, with no default media type (every answer sets its own, as nsqd's do).
     Falcon takes both at run time; its type hints ask for a str and a CompiledRouter subclass."""
-    return falcon.App(media_type=None, router=Router(logger), middleware=middleware)  # type: ignore[call-overload]
+    return falcon.App(media_type=None, router=router, middleware=middleware)  # type: ignore[call-overload]
 
 
 def clean_path(path: str) -> str:
