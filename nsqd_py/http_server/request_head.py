@@ -151,8 +151,8 @@ def parse_head(text: str) -> RequestHead:
         if line[:1] in (" ", "\t"):  # an obsolete folded continuation of the previous line
             if index == 0:
                 raise bad_request()
-            if last:
-                fields[last] = fields[last] + " " + line.strip(" \t")
+            if last:  # textproto joins it with one space and trims the whole value (an empty one included)
+                fields[last] = f"{fields[last]} {line.strip(' \t')}".strip(" \t")
             continue
         name, colon, value = line.partition(":")
         if not colon:

@@ -205,6 +205,10 @@ def test_header_lines(shared_nsqd: NsqdProcess) -> None:
     both = (b"POST /pub?topic=te HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n"
             b"Connection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
     assert parse_raw_reply(raw_exchange(port, both)).body == b"OK", "chunked wins over Content-Length"
+    # Go joins a folded line to an empty value without the space: `Transfer-Encoding: chunked` (a 501 before)
+    folded_chunked = (b"POST /pub?topic=te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\n"
+                      b"Connection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
+    assert parse_raw_reply(raw_exchange(port, folded_chunked)).body == b"OK"
 
 
 def test_garbage_request_line(shared_nsqd: NsqdProcess) -> None:
