@@ -152,7 +152,7 @@ def parse_head(text: str) -> RequestHead:
             if index == 0:
                 raise bad_request()
             if last:  # textproto joins it with one space and trims the whole value (an empty one included)
-                fields[last] = f"{fields[last]} {line.strip(' \t')}".strip(" \t")
+                fields[last] = (fields[last] + " " + line.strip(" \t")).strip(" \t")
             continue
         name, colon, value = line.partition(":")
         if not colon:

@@ -24,7 +24,6 @@ Rules kept from Go's server, because clients can tell:
 
 from __future__ import annotations
 
-import email.utils
 import socket
 import sys
 import time
@@ -86,11 +85,21 @@ class _Date:
         now = int(time.time())
         if now != self._second:
             self._second = now
-            self._value = email.utils.formatdate(now, usegmt=True).encode()
+            self._value = http_date(now).encode()
         return self._value
 
 
 _DATE = _Date()
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def http_date(seconds: int) -> str:
+    """RFC 7231's date, as email.utils.formatdate(usegmt=True) writes it (without importing email: 3 ms of
+    start-up)."""
+    t = time.gmtime(seconds)
+    return (f"{_DAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year:04d} "
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} GMT")
 
 
 class _Stream:
