@@ -74,6 +74,9 @@ class Pages:
         self.views = views
         self.charts = Charts(views.opts)
         self.env = _environment()
+        #: --dev-static-dir (Go: "development use only"): /static/ assets read from there, each time, instead of the
+        #: packaged ones, so an edited file shows at the next load
+        self.static = Path(views.opts.dev_static_dir) if views.opts.dev_static_dir else STATIC
 
     def _render(self, template: str, section: str, view: Callable[[], dict[str, Any]],
                 **context: Any) -> tuple[str, list[tuple[str, str]], bytes]:
@@ -113,7 +116,7 @@ class Pages:
         return self._render("lookup.html", "lookup", lambda: self.views.topics(inactive=True))
 
     def on_get_static(self, req: falcon.Request, resp: falcon.Response, asset: str) -> Any:
-        path = STATIC / asset
+        path = self.static / asset
         if "/" in asset or asset.startswith(".") or not path.is_file():
             raise APIError(404, "NOT_FOUND")
         kind = mimetypes.guess_type(asset)[0] or "application/octet-stream"

@@ -169,3 +169,22 @@ def test_proxy_graphite_passes_render_through_with_the_urls_credentials(live: Cl
     finally:
         nsqadmin.stop()
         graphite.server_close()
+
+
+def test_dev_static_dir_serves_the_assets_from_there(live: Cluster, tmp_path: Path) -> None:
+    """--dev-static-dir (Go's "development use only"): /static/<asset> is read from that directory, each time."""
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "admin.js").write_text("// edited\n")
+    nsqadmin = admin(NSQADMIN, tmp_path, f"--lookupd-http-address={live.lookupd.http}", f"--dev-static-dir={static}")
+    try:
+        with urllib.request.urlopen(f"http://{nsqadmin.http}/static/admin.js", timeout=10) as reply:
+            assert reply.read() == b"// edited\n"
+        (static / "admin.js").write_text("// edited again\n")
+        with urllib.request.urlopen(f"http://{nsqadmin.http}/static/admin.js", timeout=10) as reply:
+            assert reply.read() == b"// edited again\n"
+        with pytest.raises(urllib.error.HTTPError) as missing:  # only that directory: no fallback to the packaged ones
+            urllib.request.urlopen(f"http://{nsqadmin.http}/static/admin.css", timeout=10)
+        assert missing.value.code == 404
+    finally:
+        nsqadmin.stop()
