@@ -26,6 +26,7 @@ from urllib3.exceptions import (
 
 from ..go.gocompat import NSQ_ACCEPT, go_quote, join_host_port
 from ..web.responses import status_line
+from .plain_http import AnswerFailed, ConnectFailed, PlainHTTP
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -36,7 +37,8 @@ class UpstreamError(Exception):
 
 
 class Client:
-    """urllib3 with Go's deadline transport: ``connect_timeout`` to connect, ``request_timeout`` for an answer.
+    """Go's deadline transport: ``connect_timeout`` to connect, ``request_timeout`` for an answer. GETs from http://
+    addresses go through plain_http.py, the rest (HTTPS, POSTs) through urllib3.
 
     urllib3 rather than requests: a query is a third of the cost (bench/bench_nsqadmin.py: requests' own layers took
     about 0.35 ms of every upstream call, as much as the rest of an /api/topics answer)."""
@@ -52,6 +54,8 @@ class Client:
             urllib3.disable_warnings(InsecureRequestWarning)  # --http-client-tls-insecure-skip-verify asked for it
         if cert is not None:
             tls["cert_file"], tls["key_file"] = cert
+        #: GETs from plain http:// addresses (nearly all of them): plain_http.py says why
+        self.plain = PlainHTTP(connect_timeout, request_timeout, {"Accept": NSQ_ACCEPT})
         #: maxsize: the greenlets of a page may ask one node several things at once; keep those connections too
         self.pool = urllib3.PoolManager(maxsize=16, retries=False, headers={"Accept": NSQ_ACCEPT},
                                         timeout=urllib3.Timeout(connect=connect_timeout, read=request_timeout),
@@ -79,17 +83,32 @@ class Client:
 
     def _request(self, method: str, endpoint: str) -> bytes:
         while True:
-            try:
-                resp = self.pool.request(method, endpoint)
-            except HTTPError as err:
-                raise UpstreamError(_go_error(method, endpoint, err)) from None
-            body: bytes = resp.data
-            if resp.status == 200:
+            if method == "GET" and endpoint.startswith("http://"):
+                status, body = self._get_plain(endpoint)
+            else:
+                try:
+                    resp = self.pool.request(method, endpoint)
+                except HTTPError as err:
+                    raise UpstreamError(_go_error(method, endpoint, err)) from None
+                status, body = resp.status, resp.data
+            if status == 200:
                 return body
-            if resp.status == 403 and not endpoint.startswith("https"):
+            if status == 403 and not endpoint.startswith("https"):
                 endpoint = _https_endpoint(endpoint, body)
                 continue
-            raise UpstreamError(f"got response {status_line(resp.status)} {go_quote(body)}")
+            raise UpstreamError(f"got response {status_line(status)} {go_quote(body)}")
+
+    def _get_plain(self, endpoint: str) -> tuple[int, bytes]:
+        parts = urlsplit(endpoint)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            return self.plain.get(parts.hostname or "", parts.port or 80, target)
+        except ConnectFailed as err:
+            raise UpstreamError(_dial_error("Get", endpoint, err.cause, err.cause)) from None
+        except AnswerFailed as err:
+            if err.timed_out:
+                raise UpstreamError(_deadline_error("Get", endpoint)) from None
+            raise UpstreamError(f'Get "{endpoint}": {err.cause or "EOF"}') from None
 
 
 def _https_endpoint(endpoint: str, body: bytes) -> str:
@@ -105,21 +124,31 @@ def _https_endpoint(endpoint: str, body: bytes) -> str:
 def _go_error(method: str, endpoint: str, err: HTTPError) -> str:
     """`Get "URL": dial tcp ADDR: connect: connection refused`, as Go's http.Client words it."""
     verb = method.capitalize()
-    address = urlsplit(endpoint).netloc
     if isinstance(err, NewConnectionError):  # (a subclass of ConnectTimeoutError, so first)
-        cause = _os_error(err)
-        if cause is not None and cause.errno == errno.ECONNREFUSED:
-            return f'{verb} "{endpoint}": dial tcp {address}: connect: connection refused'
-        if cause is not None and cause.strerror:
-            return f'{verb} "{endpoint}": dial tcp {address}: {cause.strerror.lower()}'
-        return f'{verb} "{endpoint}": dial tcp {address}: {err}'
+        return _dial_error(verb, endpoint, _os_error(err), err)
     if isinstance(err, ConnectTimeoutError):
-        return f'{verb} "{endpoint}": dial tcp {address}: i/o timeout'
+        return _dial_error(verb, endpoint, TimeoutError(), err)
     if isinstance(err, ReadTimeoutError):
-        return f'{verb} "{endpoint}": context deadline exceeded (Client.Timeout exceeded while awaiting headers)'
+        return _deadline_error(verb, endpoint)
     if _os_error(err) is None:
         return f'{verb} "{endpoint}": EOF'
     return f'{verb} "{endpoint}": {err}'
+
+
+def _dial_error(verb: str, endpoint: str, cause: OSError | None, err: object) -> str:
+    """A connection that could not be made: refused, timed out, or another OSError (or ``err``'s own text)."""
+    address = urlsplit(endpoint).netloc
+    if isinstance(cause, TimeoutError):
+        return f'{verb} "{endpoint}": dial tcp {address}: i/o timeout'
+    if cause is not None and cause.errno == errno.ECONNREFUSED:
+        return f'{verb} "{endpoint}": dial tcp {address}: connect: connection refused'
+    if cause is not None and cause.strerror:
+        return f'{verb} "{endpoint}": dial tcp {address}: {cause.strerror.lower()}'
+    return f'{verb} "{endpoint}": dial tcp {address}: {err}'
+
+
+def _deadline_error(verb: str, endpoint: str) -> str:
+    return f'{verb} "{endpoint}": context deadline exceeded (Client.Timeout exceeded while awaiting headers)'
 
 
 def _os_error(err: BaseException) -> OSError | None:
