@@ -60,7 +60,7 @@ def path_segment(name: str) -> str:
     return quote(name, safe="/")
 
 
-def _environment() -> jinja2.Environment:
+def template_environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(number=number, duration=duration, urlencode=path_segment)
@@ -73,7 +73,7 @@ class Pages:
     def __init__(self, views: Views) -> None:
         self.views = views
         self.charts = Charts(views.opts)
-        self.env = _environment()
+        self.env = template_environment()
         #: --dev-static-dir (Go: "development use only"): /static/ assets read from there, each time, instead of the
         #: packaged ones, so an edited file shows at the next load
         self.static = Path(views.opts.dev_static_dir) if views.opts.dev_static_dir else STATIC

@@ -18,3 +18,4 @@ def test_numbers_and_durations_read_at_a_glance() -> None:
     assert (number(1234567), number(2.5), number("-")) == ("1,234,567", "2.5", "-")
     assert [duration(ns) for ns in (0, 500, 42_000, 250 * 10**6, 4 * 10**9, 3723 * 10**9)] == [
         "0s", "500ns", "42µs", "250ms", "4.0s", "1h2m3s"]
+
