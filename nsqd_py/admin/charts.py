@@ -11,11 +11,16 @@ from ..go.durations import SECOND
 from .options import AdminOptions
 
 #: the statsd type of each metric nsqadmin charts (a counter is drawn as a rate per second)
-COUNTERS = frozenset(("message_count", "requeue_count", "timeout_count"))
+COUNTERS = frozenset(("message_count", "requeue_count", "timeout_count", "gc_runs"))
+#: a node page's charts of the nsqd process (--statsd-mem-stats): (metric key under `mem.`, title), as Go's
+NODE_CHARTS = (("*_bytes", "GC Pressure"), ("gc_pause_*", "GC Pause Percentiles"), ("gc_runs", "GC Runs"),
+               ("heap_objects", "Heap Objects In-Use"))
 
 
 class Charts:
     """None of the methods is used without --graphite-url (the pages then compute rates from /stats)."""
+
+    node_charts = NODE_CHARTS
 
     def __init__(self, opts: AdminOptions) -> None:
         self.opts = opts
@@ -26,13 +31,27 @@ class Charts:
 
     def target(self, metric: str, topic: str, channel: str = "", node: str = "*") -> str:
         """The graphite target of ``metric`` of a topic (or channel), on one node or summed over all (``*``)."""
+        key = self._key(node, "topic", topic, *(("channel", channel) if channel else ()), metric)
+        return self._per_second(metric, f"sumSeries({self._formatted(metric, key)})")
+
+    def node_target(self, metric: str, node: str) -> str:
+        """The graphite target of one of NODE_CHARTS' metrics of the nsqd at ``node`` (GC runs averaged, as Go's)."""
+        series = self._formatted(metric, self._key(node, "mem", metric))
+        if metric == "gc_runs":
+            series = f"movingAverage({series},45)"
+        return self._per_second(metric, series)
+
+    def _key(self, node: str, *parts: str) -> str:
         host = node.replace(".", "_").replace(":", "_")
         prefix = self.opts.statsd_prefix.replace("%s", host) if "%s" in self.opts.statsd_prefix else \
             self.opts.statsd_prefix
-        key = ".".join(part for part in (prefix.rstrip("."), "topic", topic,
-                                         *(("channel", channel) if channel else ()), metric) if part)
+        return ".".join(part for part in (prefix.rstrip("."), *parts) if part)
+
+    def _formatted(self, metric: str, key: str) -> str:
         fmt = self.opts.statsd_counter_format if metric in COUNTERS else self.opts.statsd_gauge_format
-        series = f"sumSeries({fmt.replace('%s', key) if fmt else key})"
+        return fmt.replace("%s", key) if fmt else key
+
+    def _per_second(self, metric: str, series: str) -> str:
         if metric in COUNTERS:
             return f"scale({series},{SECOND / self.opts.statsd_interval:.4g})"
         return series

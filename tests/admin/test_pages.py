@@ -201,6 +201,17 @@ def test_graphite_charts_and_rate(env: Env) -> None:
         assert "sumSeries(stats.gauges.nsq.*.topic.t1.depth)" in targets
         assert "scale(sumSeries(stats.counters.nsq.*.topic.t1.message_count.count),0.01667)" in targets
         assert len(b.all("#channels img.spark")) == 2 and "graphite" in b.text(".note")
+        # a node's page: Go's four charts of the nsqd process, and its topics' and channels' sparklines on that node
+        node = env.cl.a.http
+        host = node.replace(".", "_").replace(":", "_")
+        b.open(f"http://{charted.http}/nodes/{node}")
+        assert len(b.all("#node-graphs img.graph")) == 4
+        b.wait(lambda: len(b.all("#node-topics img.spark")) >= 4)
+        targets = {t for query in graphite.queries for t in query.get("target", [])}
+        assert f"stats.gauges.nsq.{host}.mem.heap_objects" in targets
+        assert f"scale(movingAverage(stats.counters.nsq.{host}.mem.gc_runs.count,45),0.01667)" in targets
+        assert f"sumSeries(stats.gauges.nsq.{host}.topic.t1.depth)" in targets
+        assert f"sumSeries(stats.gauges.nsq.{host}.topic.t1.channel.c1.clients)" in targets
     finally:
         charted.stop()
         graphite.close()
