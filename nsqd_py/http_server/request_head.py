@@ -164,8 +164,8 @@ def parse_head(text: str) -> RequestHead:
         if key is None:
             bad_name = True
             key = "HTTP_" + name.upper().replace("-", "_")
-        if not clean and _CTL.search(value):
-            bad_value = True
+        if not clean and key != "HTTP_TRANSFER_ENCODING" and _CTL.search(value):
+            bad_value = True  # (Go deletes Transfer-Encoding from the header before it checks the values)
         if key in fields:
             repeated.setdefault(key, [fields[key]]).append(value)
             fields[key] = f"{fields[key]},{value}"
@@ -234,6 +234,19 @@ def _body_framing(head: RequestHead, repeated: dict[str, list[str]]) -> None:
     if not _DIGITS.match(text) or int(text) > _INT63_MAX:
         raise bad_request()
     head.content_length = int(text)
+
+
+def has_token(value: str, token: str) -> bool:
+    """Go's hasToken: ``token`` (lower case) appears in ``value``, any case, bounded by the start or end, a space, a
+    tab or a comma on each side (`Expect: x: 100-continue` asks for 100-continue as far as Go is concerned)."""
+    lowered = value.lower()
+    at = lowered.find(token)
+    while at >= 0:
+        end = at + len(token)
+        if (at == 0 or lowered[at - 1] in " \t,") and (end == len(lowered) or lowered[end] in " \t,"):
+            return True
+        at = lowered.find(token, at + 1)
+    return False
 
 
 def decode_path(path: str) -> str:

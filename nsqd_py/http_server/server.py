@@ -40,8 +40,10 @@ from .request_head import (
     HEAD_TOO_LARGE,
     HeadError,
     RequestHead,
+    bad_request,
     check_header_line,
     decode_path,
+    has_token,
     parse_raw_head,
     parse_request_line,
 )
@@ -155,9 +157,13 @@ class _Stream:
             try:
                 self.fill()
             except _Closed:
-                if self.available():
-                    raise HeadError(b"") from None  # nothing to answer: the client is gone
-                return None
+                if not self.available():
+                    return None
+                # Go's reader takes a cut-off last line for a whole one and then meets the end: a malformed line is
+                # refused as such, anything else with a plain 400 (io.ErrUnexpectedEOF); a half-closed client reads it
+                self.buf += b"\n"
+                self._check_head_lines(checked)
+                raise bad_request() from None
 
     def _check_head_lines(self, checked: int) -> int:
         """Check the complete lines of an incomplete head from offset ``checked`` on; returns the new offset."""
@@ -416,7 +422,7 @@ class WSGIServer:
         expect = head.fields.get("HTTP_EXPECT")
         expect_continue = False
         if expect is not None:
-            expect_continue = "100-continue" in (token.strip(" \t").lower() for token in expect.split(","))
+            expect_continue = has_token(expect, "100-continue")
             if not expect_continue and expect:
                 conn.write(_EXPECTATION_FAILED % _DATE.get())
                 _linger(conn)

@@ -17,12 +17,14 @@ from tests.support import NsqdProcess, Reply, go_fixture
 NsqdFactory = Callable[..., NsqdProcess]
 
 
-def raw_exchange(port: int, data: bytes, timeout: float = 5) -> bytes:
+def raw_exchange(port: int, data: bytes, timeout: float = 5, half_close: bool = False) -> bytes:
     """Send bytes as they are and return everything the server sends until it closes or goes quiet for
-    ``timeout`` seconds."""
+    ``timeout`` seconds; ``half_close``: end the sending side after the bytes (the server reads an end)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(data)  # the server may answer and close before taking everything
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
         out = b""
         try:
             while chunk := sock.recv(65536):

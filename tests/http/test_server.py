@@ -211,6 +211,32 @@ def test_header_lines(shared_nsqd: NsqdProcess) -> None:
     assert parse_raw_reply(raw_exchange(port, folded_chunked)).body == b"OK"
 
 
+#: Go nsqd 1.3.0's answers (recorded 2026-12-01 from ../shared/reference-go, Date header left out)
+GO_PLAIN_400 = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+                b"400 Bad Request")
+
+
+@pytest.mark.parametrize("data", [b"GET /ping HTTP/1.1\r\nHost: x\r\n", b"GET /pi",
+                                  b"GET /ping HTTP/1.1\r\nHost: x\r\n\r"])
+def test_a_head_cut_off_by_the_end_gets_gos_400(shared_nsqd: NsqdProcess, data: bytes) -> None:
+    """Go's reader takes the cut-off line as a whole one and then meets the end (io.ErrUnexpectedEOF): a plain 400
+    that a half-closed client reads; nothing for a connection that ends before sending anything."""
+    assert raw_exchange(shared_nsqd.http_port, data, 2.0, half_close=True) == GO_PLAIN_400
+    assert raw_exchange(shared_nsqd.http_port, b"", 2.0, half_close=True) == b""
+
+
+def test_expect_and_transfer_encoding_values_read_as_go_reads_them(shared_nsqd: NsqdProcess) -> None:
+    port = shared_nsqd.http_port
+    # Go's hasToken: 100-continue bounded by spaces or commas anywhere in the value (200, where a 417 was)
+    odd_expect = b"GET /ping HTTP/1.1\r\nHost: x\r\nExpect: pect: 100-continue\r\nConnection: close\r\n\r\n"
+    assert parse_raw_reply(raw_exchange(port, odd_expect)).status == 200
+    # Go deletes Transfer-Encoding before it checks header values, and ignores it below HTTP/1.1: an HTTP/1.0 /pub
+    # without a length has no body (MSG_EMPTY), where we answered "invalid header value"
+    nul = b"POST /pub?topic=heads HTTP/1.0\r\nTransfer-Encoding:\x00chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"
+    reply = parse_raw_reply(raw_exchange(port, nul, 2.0, half_close=True))
+    assert (reply.status, reply.body) == (400, b'{"message":"MSG_EMPTY"}')
+
+
 def test_garbage_request_line(shared_nsqd: NsqdProcess) -> None:
     assert raw_exchange(shared_nsqd.http_port, b"\x00\x01\x02 nonsense\r\n\r\n").startswith(b"HTTP/1.1 400 ")
     assert raw_exchange(shared_nsqd.http_port, b"G\xc9T /ping HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 400 ")
