@@ -349,22 +349,22 @@ class ClientV2(ClientState):
 
     def _decoding_recv(self, decode: Callable[[bytes], bytes], pending: Callable[[], bool],
                        ended: Callable[[], bool], finish: Callable[[], bytes] = bytes) -> Callable[[int], bytes]:
-        """A recv that returns decompressed bytes: b"" at the end of the stream. Bytes the client pipelined
-        before the upgrade went through are decoded first. Like Go's readers, a corrupt stream yields what
-        decoded before the corruption, then ends, so a command it cuts short is answered as one cut short by
-        EOF (E_BAD_MESSAGE ...); the end of a deflate stream's final block ends it too, and at the input's end
-        ``finish`` hands over what the decoder still held."""
+        """A recv that returns decompressed bytes: b"" at the end of the stream. Bytes the client sent after the
+        IDENTIFY without waiting for its answer are dropped, as nsqd drops them: its upgrade puts a new reader on the
+        socket and the old one's buffer goes with it (a client that sends compressed data before it knows the
+        server agreed loses it on both). Like Go's readers, a corrupt stream yields what decoded before the
+        corruption, then ends, so a command it cuts short is answered as one cut short by EOF (E_BAD_MESSAGE ...);
+        the end of a deflate stream's final block ends it too, and at the input's end ``finish`` hands over what
+        the decoder still held."""
         raw_recv = self._recv
-        early = [self.take_buffered()]
+        self.take_buffered()
         broken = [False]
 
         def recv(size: int) -> bytes:
             while True:
                 if broken[0] or ended():
                     return b""
-                if early:
-                    data = early.pop()
-                elif pending():
+                if pending():
                     data = b""
                 else:
                     data = raw_recv(size)

@@ -5,6 +5,7 @@ bystander subscriber (TLS + snappy) and publisher on the same server keep workin
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import struct
 import threading
@@ -513,3 +514,27 @@ def test_deflate_command_bomb_does_not_freeze_the_server(nsqd_factory: Callable[
     worst = worst_round_trip(bystander)
     bomb.close()
     assert worst < 1.5, f"a bystander's PUB took {worst:.2f}s while another connection inflated NOPs"
+
+
+@pytest.mark.parametrize("kind", ["snappy", "deflate"])
+def test_compressed_bytes_sent_before_the_identify_answer_are_dropped_as_go_drops_them(
+        kind: str, hostile: tuple[NsqdProcess, Bystanders]) -> None:
+    """nsqd's upgrade puts a new reader on the socket, and the bytes its old reader had buffered - whatever the client
+    sent after the IDENTIFY without waiting for its answer - go with it: no answer, no error, the connection stays.
+    What the client sends after the answer is read (mutated streams sent in one write matched Go only so)."""
+    proc, by = hostile
+    conn = SecureConn(proc.tcp_port)
+    body = json.dumps({"feature_negotiation": True, kind: True}).encode()
+    early = STREAM_ID + uncompressed_chunk(PUB_X) if kind == "snappy" else deflate(PUB_X)
+    conn.send_wire(b"IDENTIFY\n" + struct.pack(">i", len(body)) + body + early)
+    assert conn.frame()[0] == FRAME_RESPONSE
+    if kind == "snappy":
+        conn.start_snappy()
+    else:
+        conn.start_deflate(6)
+    conn.expect(FRAME_RESPONSE, b"OK")  # the upgrade's own OK
+    assert not conn.is_closed(wait=0.5) and conn.buf == b""  # the early PUB got no answer and broke nothing
+    conn.send_raw(PUB_X)
+    conn.expect(FRAME_RESPONSE, b"OK")
+    conn.close()
+    by.check()
