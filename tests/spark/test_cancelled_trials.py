@@ -102,7 +102,8 @@ def test_a_trial_spark_cut_short_by_stopping_the_query_makes_no_dead_letter(
 
     first = query({"processingTime": "100 milliseconds"})
     marker = tmp_path / _STUCK
-    wait_until(marker.exists, timeout=60, what="the trial's publish to hang")
+    # the pid, not only the file: write_text creates the file before it writes
+    wait_until(lambda: marker.exists() and marker.read_text() != "", timeout=60, what="the trial's publish to hang")
     worker = int(marker.read_text())
     first.stop()  # type: ignore[attr-defined]
     wait_until(lambda: not _alive(worker), timeout=60, what="Spark to kill the stuck worker")
