@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent.event import Event
 
+from ..config.queue_settings import counters_of
 from ..core import stats
 from ..runtime.listen import split_host_port
 
@@ -121,6 +122,7 @@ def _stats(current: stats.Stats, last: stats.Stats, exclude_ephemeral: bool) -> 
         key = f"topic.{name}"
         yield from _fields(key, _TOPIC_STATS, topic, before)
         yield from _e2e(key, topic["e2e_processing_latency"])
+        yield from _controls(key, topic, before)
         last_channels = {c["channel_name"]: c for c in before.get("channels") or []}
         for channel in topic["channels"]:
             cname = channel["channel_name"]
@@ -129,6 +131,7 @@ def _stats(current: stats.Stats, last: stats.Stats, exclude_ephemeral: bool) -> 
             ckey = f"{key}.channel.{cname}"
             yield from _fields(ckey, _CHANNEL_STATS, channel, last_channels.get(cname, {}))
             yield from _e2e(ckey, channel["e2e_processing_latency"])
+            yield from _controls(ckey, channel, last_channels.get(cname, {}))
     memory = current.get("memory")
     if memory is not None:
         for name in _MEM_GAUGES:
@@ -143,6 +146,19 @@ def _fields(key: str, table: tuple[tuple[str, str, bool], ...], now: stats.Stats
             yield f"{key}.{name}", now[field] - before.get(field, 0), "c"
         else:
             yield f"{key}.{name}", now[field], "g"
+
+
+def _controls(key: str, now: stats.Stats, before: stats.Stats) -> Iterator[tuple[str, Any, str]]:
+    """The controls beyond nsqd where they are on: their counters (`.dropped_count|c`) and numeric settings
+    (`.max_channel_depth|g`); nothing where none is, as nsqd sends."""
+    settings = now.get("settings")
+    if not settings:
+        return
+    for counter in counters_of(settings):
+        yield f"{key}.{counter}", now[counter] - before.get(counter, 0), "c"
+    for name, value in settings.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            yield f"{key}.{name}", value, "g"
 
 
 def _e2e(key: str, latency: stats.Stats) -> Iterator[tuple[str, Any, str]]:

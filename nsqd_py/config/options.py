@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from nsqd_py.config import queue_settings
 from nsqd_py.go.durations import HOUR, MILLISECOND, MINUTE, SECOND
 from nsqd_py.go.gocompat import go_quote
 from nsqd_py.go.goflags import FlagSet, format_float, parse_bool, parse_float
@@ -63,6 +64,12 @@ def _hostname() -> str:
 def default_node_id(hostname: str) -> int:
     """nsqd's default `--node-id`: crc32 (IEEE) of the hostname's md5 digest, modulo 1024."""
     return zlib.crc32(hashlib.md5(hostname.encode()).digest()) % 1024
+
+
+def queue_setting(key: str, kind: OptionKind) -> Any:
+    """The option holding a queue control's process-wide default: flag, default and usage from its definition."""
+    control = queue_settings.BY_KEY[key]
+    return setting(control.flag, kind, control.off, control.usage)
 
 
 # --- nsqd's own kinds of option: read from text even in TOML (config.Validate()) -----------------------------
@@ -225,6 +232,10 @@ class Options:
         "multiple times) (valid options: " + ", ".join(f"'{name}'" for name in EXPERIMENTS) + ")",
         go_field="Experiments")
 
+    # Beyond nsqd: the process-wide defaults of the per-topic and per-channel controls (config/queue_settings.py)
+    max_channel_depth: int = queue_setting("max_channel_depth", INT)
+    channel_overflow: str = queue_setting("channel_overflow", STRING)
+
     config: str = setting("config", STRING, "", "path to config file", key=None)
     show_version: bool = setting("version", BOOL, False, "print version string", key=None)
 
@@ -302,6 +313,10 @@ def validate(opts: Options) -> None:
     for value in opts.e2e_processing_latency_percentiles:
         if value <= 0 or value > 1:  # written like Go's check, so NaN passes as it does there
             raise InstantiateError(f"invalid E2E processing latency percentile: {format_float(value)}")
+    try:
+        queue_settings.check_defaults(opts)
+    except queue_settings.SettingError as err:
+        raise InstantiateError(str(err)) from None
 
 
 def parse_options(argv: list[str]) -> Options:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import gevent
 
+from ..config.queue_settings import REJECT_PUBLISH, QueueSettings
 from .consumer import Consumer
 from .e2e import E2ELatency
 from .errors import BackendError, ExitingError, MessageError
@@ -37,6 +38,7 @@ class Channel:
         "_deferred",
         "_deferred_heap",
         "_dispatching",
+        "_drops_logged",
         "_in_flight",
         "_in_flight_order",
         "_max_msg_timeout",
@@ -46,13 +48,17 @@ class Channel:
         "_rr",
         "_seq",
         "_touched_heap",
+        "dropped_count",
         "e2e_latency",
         "ephemeral",
         "exiting",
+        "max_depth",
         "message_count",
         "name",
         "paused",
+        "reject_publish",
         "requeue_count",
+        "settings",
         "timeout_count",
         "topic",
     )
@@ -85,6 +91,14 @@ class Channel:
         self.timeout_count = 0
         #: FIN latencies, when --e2e-processing-latency-percentile is set
         self.e2e_latency = E2ELatency.for_options(nsqd.opts)
+        #: the controls beyond nsqd set on this channel; the values in force are copied below by settings_changed
+        self.settings = QueueSettings(nsqd.opts, topic.settings)
+        #: max_channel_depth in force (0: no limit), and whether the limit refuses publishes (else drops the head)
+        self.max_depth = 0
+        self.reject_publish = False
+        self.dropped_count = 0
+        self._drops_logged = 0.0
+        self.settings_changed()
 
     # ---- introspection (stats) ----------------------------------------------------------------
 
@@ -103,6 +117,45 @@ class Channel:
 
     def deferred_count(self) -> int:
         return len(self._deferred)
+
+    def held_count(self) -> int:
+        """What max_channel_depth counts: queued (memory and disk), in flight and deferred."""
+        return len(self._queue) + len(self._in_flight) + len(self._deferred)
+
+    # ---- bounds (beyond nsqd: config/queue_settings.py) ----------------------------------------
+
+    def settings_changed(self) -> None:
+        """Take the settings now in force; a lower drop-head limit drops the oldest queued messages at once."""
+        self.max_depth = self.settings.value("max_channel_depth")
+        self.reject_publish = bool(self.max_depth) and self.settings.value("channel_overflow") == REJECT_PUBLISH
+        if self.max_depth and not self.reject_publish and self.held_count() > self.max_depth:
+            self._drop_head(self.held_count() - self.max_depth)
+
+    def rejects(self, count: int) -> bool:
+        """Whether a publish of ``count`` messages would put this reject-publish channel over its limit."""
+        return self.held_count() + count > self.max_depth
+
+    def _drop_head(self, count: int) -> int:
+        """Drop up to ``count`` of the oldest queued messages to make room; how many were queued to drop (fewer
+        when in-flight and deferred messages hold the limit)."""
+        dropped = 0
+        while dropped < count:
+            msg = self._queue.pop()
+            if msg is None:
+                break
+            self._release_token(msg)
+            dropped += 1
+        self._dropped(dropped)
+        return dropped
+
+    def _dropped(self, count: int) -> None:
+        """Count drop-head's drops; say so in the log at most once a second."""
+        self.dropped_count += count
+        now = time.monotonic()
+        if count and now - self._drops_logged >= 1.0:
+            self._drops_logged = now
+            self._nsqd.logger.warn(f"CHANNEL({self.name}): max_channel_depth {self.max_depth} reached (drop-head): "
+                                   f"{self.dropped_count} dropped so far")
 
     # ---- consumers ----------------------------------------------------------------------------
 
@@ -137,6 +190,10 @@ class Channel:
         (#1375), because a deferred message held only in memory would not survive a crash.
         """
         self.message_count += 1
+        if self.max_depth and not self.reject_publish and self.held_count() >= self.max_depth and \
+                not self._drop_head(self.held_count() - self.max_depth + 1):
+            self._dropped(1)  # the limit is all in flight or deferred: the new message is the oldest queued
+            return
         mem_size = self._mem_size
         if mem_size:
             delay = parked_delay(parked)
@@ -156,7 +213,7 @@ class Channel:
         """One publish's messages (all with the same delay). While no consumer could take one now - a
         backlog, or nobody ready - they are queued in one step, which is where put_parked would send each
         of them; otherwise each goes through put_parked."""
-        if self._mem_size and not parked_delay(batch[0]) and (
+        if self._mem_size and not self.max_depth and not parked_delay(batch[0]) and (
                 self.paused or self._dispatching or self._queue or not any(c.is_ready() for c in self._clients)):
             self.message_count += len(batch)
             try:

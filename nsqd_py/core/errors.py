@@ -18,3 +18,8 @@ class BackendError(Exception):
 
 class MessageError(CoreError):
     """FIN/REQ/TOUCH of a message that is not in flight or not owned by the caller."""
+
+
+class QueueFullError(CoreError):
+    """A publish refused whole: it would put a channel with `channel_overflow=reject-publish` over its limit (the
+    front doors answer E_PUB_FAILED, which keeps the connection, or HTTP 503)."""

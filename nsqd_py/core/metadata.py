@@ -35,9 +35,18 @@ if TYPE_CHECKING:
 
 
 def topic_entry(topic: Topic) -> dict:
-    """One topic of nsqd.dat, with its non-ephemeral channels (None when there are none, as Go writes it)."""
-    channels = [{"name": c.name, "paused": c.paused} for c in topic.channels.values() if not c.ephemeral]
-    return {"name": topic.name, "paused": topic.paused, "channels": channels or None}
+    """One topic of nsqd.dat, with its non-ephemeral channels (None when there are none, as Go writes it).
+    A topic or channel with controls beyond nsqd set has a `"settings"` key too, which Go nsqd ignores."""
+    channels = [_with_settings({"name": c.name, "paused": c.paused}, c.settings.stored())
+                for c in topic.channels.values() if not c.ephemeral]
+    return _with_settings({"name": topic.name, "paused": topic.paused, "channels": channels or None},
+                          topic.settings.stored())
+
+
+def _with_settings(entry: dict, stored: dict | None) -> dict:
+    if stored is not None:
+        entry["settings"] = stored
+    return entry
 
 
 def document(entries: Iterable[bytes]) -> bytes:

@@ -225,12 +225,18 @@ class NSQD:
                 topic = self.get_topic(name)
                 if entry.get("paused"):
                     topic.pause()
+                topic.settings.load(entry.get("settings"), self._stored_setting_warning(name))
                 for chan, cname in self._valid_entries(entry.get("channels") or [], "channel"):
                     channel = topic.get_channel(cname)
                     if chan.get("paused"):
                         channel.pause()
+                    channel.settings.load(chan.get("settings"), self._stored_setting_warning(f"{name}:{cname}"))
+                topic.settings_changed()
         finally:
             self._loading = False
+
+    def _stored_setting_warning(self, queue: str) -> Callable[[str], None]:
+        return lambda text: self.logger.warn(f"NSQ: {queue}: {text}")
 
     def _valid_entries(self, entries: list, kind: str) -> Iterator[tuple[dict, str]]:
         """nsqd.dat entries with a valid name; the others are skipped with nsqd's warning."""

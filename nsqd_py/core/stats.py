@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..config.queue_settings import CHANNEL, TOPIC
 from ..runtime.version import NSQ_VERSION
 from .e2e import merged_result
 
@@ -97,7 +98,7 @@ def _topics_and_producers(nsqd: NSQD, topic_filter: str, channel_filter: str,
 
 
 def topic_stats(topic: Topic, channel_rows: list[Stats], quantiles: Sequence[float]) -> Stats:
-    return {
+    return _with_settings(topic, TOPIC, {
         "topic_name": topic.name,
         "channels": channel_rows,
         "depth": topic.depth(),
@@ -106,7 +107,7 @@ def topic_stats(topic: Topic, channel_rows: list[Stats], quantiles: Sequence[flo
         "message_bytes": topic.message_bytes,
         "paused": topic.paused,
         "e2e_processing_latency": topic_e2e_latency(topic.channels.values(), quantiles),
-    }
+    })
 
 
 def channel_stats(channel: Channel, quantiles: Sequence[float], topic_filter: str = "",
@@ -114,7 +115,7 @@ def channel_stats(channel: Channel, quantiles: Sequence[float], topic_filter: st
     """One channel row. nsqd (HEAD) also has zone/region/global message counts here, left out when 0;
     the core does not count them, so they are always left out."""
     clients = channel.clients
-    return {
+    return _with_settings(channel, CHANNEL, {
         "channel_name": channel.name,
         "depth": channel.depth(),
         "backend_depth": channel.backend_depth(),
@@ -127,7 +128,18 @@ def channel_stats(channel: Channel, quantiles: Sequence[float], topic_filter: st
         "clients": [describe(c, topic_filter) for c in clients] if describe is not None else None,
         "paused": channel.paused,
         "e2e_processing_latency": channel_e2e_latency(channel, quantiles),
-    }
+    })
+
+
+def _with_settings(queue: Topic | Channel, scope: str, row: Stats) -> Stats:
+    """A row with the controls beyond nsqd on there: their counters (the queue's attributes of those names),
+    then `"settings"`; no key when none is on, so the row is nsqd 1.3.0's."""
+    in_force = queue.settings.in_force(scope)
+    if in_force:
+        for counter in queue.settings.counters(scope):
+            row[counter] = getattr(queue, counter)
+        row["settings"] = in_force
+    return row
 
 
 # ---- end-to-end processing latency ----------------------------------------------------------------------------

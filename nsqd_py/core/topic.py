@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import gevent
 
+from ..config.queue_settings import QueueSettings
 from .channel import Channel
-from .errors import BackendError, ExitingError
+from .errors import BackendError, ExitingError, QueueFullError
 from .guid import GuidFactory
 from .message import Parked, encode_record_header
 from .message_queue import MessageQueue
@@ -33,6 +34,7 @@ class Topic:
         "_nsqd",
         "_pump",
         "_queue",
+        "_rejecting",
         "channels",
         "ephemeral",
         "exiting",
@@ -40,6 +42,7 @@ class Topic:
         "message_count",
         "name",
         "paused",
+        "settings",
     )
 
     def __init__(self, name: str, nsqd: NSQD) -> None:
@@ -48,6 +51,8 @@ class Topic:
         self.ephemeral = name.endswith("#ephemeral")
         self.channels: dict[str, Channel] = {}
         self._channel_list: list[Channel] = []
+        #: the channels that refuse a publish at their limit (channel_overflow=reject-publish)
+        self._rejecting: list[Channel] = []
         backend = nsqd.new_backend(name, self.ephemeral, before_sync=self._sync_channels)
         self._queue = MessageQueue(backend, nsqd.opts.mem_queue_size, nsqd.logger, f"TOPIC({name})")
         self._guid = GuidFactory(nsqd.opts.node_id)
@@ -56,6 +61,8 @@ class Topic:
         self.exiting = False
         self.message_count = 0
         self.message_bytes = 0
+        #: the controls beyond nsqd set on this topic (its channels' defaults)
+        self.settings = QueueSettings(nsqd.opts)
 
     # ---- stats ----------------------------------------------------------------------------------
 
@@ -77,10 +84,17 @@ class Topic:
         channel = Channel(self, name, self._nsqd)
         self.channels[name] = channel
         self._channel_list = list(self.channels.values())
+        self.settings_changed()
         self._nsqd.logger.info(f"TOPIC({self.name}): new channel({name})")
         self._nsqd.on_channel_created(self, channel)
         self._start_pump()
         return channel
+
+    def settings_changed(self) -> None:
+        """The topic's or a channel's settings changed: every channel takes the values now in force."""
+        for channel in self._channel_list:
+            channel.settings_changed()
+        self._rejecting = [c for c in self._channel_list if c.reject_publish]
 
     def get_existing_channel(self, name: str) -> Channel | None:
         return self.channels.get(name)
@@ -91,6 +105,7 @@ class Topic:
         if channel is None:
             return False
         self._channel_list = list(self.channels.values())
+        self._rejecting = [c for c in self._channel_list if c.reject_publish]
         self._nsqd.logger.info(f"TOPIC({self.name}): deleting channel {name}")
         channel.close(delete=True)
         self._nsqd.on_channel_deleted(self, channel)
@@ -109,6 +124,10 @@ class Topic:
         """
         if self.exiting:
             raise ExitingError()
+        for channel in self._rejecting:
+            if channel.rejects(len(bodies)):
+                raise QueueFullError(f"channel {self.name}:{channel.name} is full (max_channel_depth "
+                                     f"{channel.max_depth})")
         acks = self._nsqd.acks
         begun = acks.begin()
         header = encode_record_header(time.time_ns(), 0)

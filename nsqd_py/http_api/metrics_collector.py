@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..config import queue_settings
 from ..core import stats
 from ..runtime.version import NSQ_VERSION
 
@@ -71,6 +72,8 @@ class SnapshotCollector(Collector):
             for topic_name, channel in channels:
                 family.add_metric([topic_name, channel["channel_name"]], float(channel[key]))
             yield family
+        yield from _controls("nsq_topic", _TOPIC, [([t["topic_name"]], t) for t in topics])
+        yield from _controls("nsq_channel", _CHANNEL, [([name, c["channel_name"]], c) for name, c in channels])
         yield from _e2e("nsq_topic", _TOPIC, [([t["topic_name"]], t["e2e_processing_latency"]) for t in topics])
         yield from _e2e("nsq_channel", _CHANNEL,
                         [([name, c["channel_name"]], c["e2e_processing_latency"]) for name, c in channels])
@@ -80,6 +83,29 @@ def _family(name: str, doc: str, counter: bool, labels: list[str]) -> GaugeMetri
     if counter:
         return CounterMetricFamily(name, doc, labels=labels)
     return GaugeMetricFamily(name, doc, labels=labels)
+
+
+def _controls(prefix: str, labels: list[str], rows: list[tuple[list[str], stats.Stats]]) -> Iterator[Metric]:
+    """The controls beyond nsqd (config/queue_settings.py) where they are on: each numeric setting as
+    `<prefix>_setting{setting=...}`, each of their counters as `<prefix>_<counter>_total`; nothing where none is."""
+    rows = [(values, row) for values, row in rows if "settings" in row]
+    if not rows:
+        return
+    gauge = GaugeMetricFamily(f"{prefix}_setting", "A numeric control beyond nsqd in force (its /stats value).",
+                              labels=[*labels, "setting"])
+    counters: dict[str, CounterMetricFamily] = {}
+    for values, row in rows:
+        for key, value in row["settings"].items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                gauge.add_metric([*values, key], float(value))
+        for counter in queue_settings.counters_of(row["settings"]):
+            family = counters.get(counter)
+            if family is None:
+                family = counters[counter] = CounterMetricFamily(
+                    f"{prefix}_{counter.removesuffix('_count')}", f"/stats {counter}.", labels=labels)
+            family.add_metric(values, float(row[counter]))
+    yield gauge
+    yield from counters.values()
 
 
 def _e2e(prefix: str, labels: list[str], rows: list[tuple[list[str], stats.Stats]]) -> Iterator[Metric]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from ..core.errors import BackendError, ExitingError
+from ..core.errors import BackendError, ExitingError, QueueFullError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..go.durations import MILLISECOND
@@ -72,6 +72,8 @@ def publish(topic: Topic, bodies: list[bytes], deferred: float = 0.0) -> None:
             topic.publish(bodies, deferred)
         elif topic.exiting:
             raise ExitingError()
+    except QueueFullError as err:  # beyond nsqd: a bounded channel refuses it
+        raise APIError(503, f"CHANNEL_FULL - {err}") from None
     except (ExitingError, BackendError):
         raise APIError(503, "EXITING") from None
 

@@ -16,6 +16,7 @@ from .config import Config
 from .metrics import Metrics
 from .ping import Ping
 from .pub import MPub, Pub
+from .settings import QueueSettingsResource
 from .status import Info, Stats
 from .topics import Channels, Topics
 
@@ -53,5 +54,7 @@ def routes_app(ctx: ServerContext, middleware: list[object] | None = None) -> fa
     for action in _ACTIONS:
         app.add_route(f"/topic/{action}", topics, suffix=action)
         app.add_route(f"/channel/{action}", channels, suffix=action)
+    app.add_route("/topic/settings", QueueSettingsResource(nsqd, "topic"))  # beyond nsqd
+    app.add_route("/channel/settings", QueueSettingsResource(nsqd, "channel"))
     app.add_route("/config/{opt}", Config(ctx))
     return app

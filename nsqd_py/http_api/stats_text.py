@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..config.queue_settings import counters_of
 from ..core.stats import Stats
 from ..go.durations import SECOND, format_duration
 from ..runtime.version import version_line
@@ -27,7 +28,8 @@ def render_stats(stats: Stats, now: float) -> str:
         prefix = "*P " if topic["paused"] else "   "
         out.append(
             f"\n{prefix}[{topic['topic_name']:<15}] depth: {topic['depth']:<5} be-depth: {topic['backend_depth']:<5} "
-            f"msgs: {topic['message_count']:<8} e2e%: {e2e_text(topic['e2e_processing_latency'])}\n"
+            f"msgs: {topic['message_count']:<8} e2e%: {e2e_text(topic['e2e_processing_latency'])}"
+            f"{controls_text(topic)}\n"
         )
         for channel in topic["channels"]:
             prefix = "   *P " if channel["paused"] else "      "
@@ -36,7 +38,7 @@ def render_stats(stats: Stats, now: float) -> str:
                 f"be-depth: {channel['backend_depth']:<5} inflt: {channel['in_flight_count']:<4} "
                 f"def: {channel['deferred_count']:<4} re-q: {channel['requeue_count']:<5} "
                 f"timeout: {channel['timeout_count']:<5} msgs: {channel['message_count']:<8} "
-                f"e2e%: {e2e_text(channel['e2e_processing_latency'])}\n"
+                f"e2e%: {e2e_text(channel['e2e_processing_latency'])}{controls_text(channel)}\n"
             )
             out.extend(f"        {client_text(client, now)}\n" for client in channel["clients"] or [])
     producers = stats["producers"]
@@ -46,6 +48,16 @@ def render_stats(stats: Stats, now: float) -> str:
     else:
         out.append("\nProducers: None\n")
     return "".join(out)
+
+
+def controls_text(row: dict[str, Any]) -> str:
+    """The controls beyond nsqd on a row (nothing where none is on, so the line is nsqd's): ` dropped: 3
+    settings: max_channel_depth=1000 channel_overflow=drop-head`."""
+    settings = row.get("settings")
+    if not settings:
+        return ""
+    counts = "".join(f" {c.removesuffix('_count')}: {row[c]}" for c in counters_of(settings))
+    return counts + " settings: " + " ".join(f"{key}={value}" for key, value in settings.items())
 
 
 def client_text(client: dict[str, Any], now: float) -> str:

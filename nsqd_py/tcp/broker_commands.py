@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import gevent
 
-from ..core.errors import BackendError, ExitingError, MessageError
+from ..core.errors import BackendError, ExitingError, MessageError, QueueFullError
 from .errors import ClientError, FatalClientError, client_text
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ def publish(nsqd: NSQD, topic_name: str, cmd: str, bodies: list[bytes], deferred
     """PUB, DPUB or MPUB: returns once it may be answered OK; FatalClientError E_<cmd>_FAILED otherwise."""
     try:
         nsqd.get_topic(topic_name).publish(bodies, deferred_ms / 1000)
+    except QueueFullError as err:  # beyond nsqd: a bounded channel refuses it; the connection stays
+        raise ClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
     except (ExitingError, BackendError) as err:
         raise FatalClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
 

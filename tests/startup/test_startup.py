@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from nsqd_py.config import queue_settings
 from nsqd_py.testing import free_port
 from tests.support import NSQD_BIN, NsqdProcess, RawConn, wait_until
 
@@ -160,7 +161,7 @@ def test_help_matches_go_nsqd_1_3_0() -> None:
     assert ours.returncode == 0
     go = _flag_blocks((Path(__file__).parent / "go_nsqd_1.3.0_help.txt").read_text())
     mine = _flag_blocks(ours.stderr)
-    assert set(mine) - set(go) == DEVELOPMENT_FLAGS
+    assert set(mine) - set(go) == DEVELOPMENT_FLAGS | {s.flag for s in queue_settings.SETTINGS}
     assert {name: mine.get(name) for name in go} == go
 
 
