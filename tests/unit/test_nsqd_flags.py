@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from nsqd_py.config import queue_settings
 from nsqd_py.config.options import (
     CONFIG_KEYS,
     TLS_NOT_REQUIRED,
@@ -38,7 +39,7 @@ from nsqd_py.go.goflags import (
     parse_float,
     parse_int,
 )
-from nsqd_py.go.settings import settings_of
+from nsqd_py.go.settings import go_field_name, settings_of
 from nsqd_py.lookupd.options import LookupdOptions
 from nsqd_py.lookupd.options import parse_options as parse_lookupd_options
 
@@ -644,6 +645,8 @@ GO_NSQD_FIELDS = (
     "StatsdUDPPacketSize", "StatsdExcludeEphemeral", "E2EProcessingLatencyWindowTime",
     "E2EProcessingLatencyPercentiles", "TLSCert", "TLSKey", "TLSClientAuthPolicy", "TLSRootCAFile", "TLSRequired",
     "TLSMinVersion", "DeflateEnabled", "MaxDeflateLevel", "SnappyEnabled", "Experiments",
+    # beyond nsqd (config/queue_settings.py), after Go's own
+    *(go_field_name(control.key) for control in queue_settings.SETTINGS),
 )
 GO_LOOKUPD_FIELDS = (
     "LogLevel", "LogPrefix", "TCPAddress", "HTTPAddress", "BroadcastAddress", "InactiveProducerTimeout",
