@@ -60,6 +60,17 @@ class NsqdProcess(NsqdServer):
         return RawConn(self.tcp_port, magic=magic, timeout=timeout)
 
 
+#: Go's nsqd 1.3.0, for the tests that also read a data dir with it when it is at hand (they pass without it)
+GO_NSQD = Path(os.environ.get("NSQ_GO_NSQD", REPO.parent / "shared" / "reference-go" / "nsqd"))
+
+
+class GoNsqd(NsqdProcess):
+    """Go's nsqd with the same command line as ours."""
+
+    def args(self) -> list[str]:
+        return [str(GO_NSQD), *super().args()[1:]]
+
+
 @dataclass
 class Reply:
     status: int

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import NSQD_BIN, NsqdProcess, channel_stats, unique, wait_until
+from tests.support import GO_NSQD, NSQD_BIN, GoNsqd, NsqdProcess, channel_stats, unique, wait_until
 
 FRAME_ERROR = 1
 pytestmark = pytest.mark.process
@@ -217,3 +217,27 @@ def test_toml_sets_the_default(nsqd_factory, tmp_path: Path) -> None:
     _channel(nsqd, topic)
     assert [_publish(nsqd, topic, b"x") for _ in range(3)] == [200, 200, 503]
     assert nsqd.request("GET", "/config/max_channel_depth").body == b"2"
+
+
+@pytest.mark.skipif(not GO_NSQD.exists(), reason="Go nsqd 1.3.0 is not at hand (NSQ_GO_NSQD): the downgrade path "
+                                                 "is read by Go's own binary or not at all")
+def test_go_nsqd_loads_our_settings_and_drops_them(nsqd_factory, tmp_path: Path) -> None:
+    data = tmp_path / "downgrade"
+    data.mkdir()
+    ours = nsqd_factory(data_path=data)
+    topic = unique("downgrade")
+    _channel(ours, topic)
+    _post(ours, f"/topic/settings?topic={topic}&channel_overflow=reject-publish")
+    _post(ours, f"/channel/settings?topic={topic}&channel=c&max_channel_depth=2")
+    assert ours.request("POST", f"/channel/pause?topic={topic}&channel=c").status == 200
+    _publish(ours, topic, b"kept")
+    ours.stop()
+    go = GoNsqd(data).start()
+    try:
+        row = channel_stats(go, topic, "c")
+        assert (row["depth"], row["paused"]) == (1, True)
+        assert "settings" not in row
+    finally:
+        go.stop()
+    stored = json.loads((data / "nsqd.dat").read_bytes())
+    assert stored["topics"] == [{"name": topic, "paused": False, "channels": [{"name": "c", "paused": True}]}]

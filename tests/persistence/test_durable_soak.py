@@ -6,7 +6,6 @@ data dir (NSQ_GO_NSQD, else ../shared/reference-go/nsqd; the test passes without
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import signal
 import struct
@@ -19,20 +18,12 @@ import pytest
 import requests
 
 from nsqd_py.client.protocol import mpub_body
-from tests.support import FRAME_RESPONSE, REPO, NsqdProcess, RawConn, drain, wait_until
+from tests.support import FRAME_RESPONSE, GO_NSQD, GoNsqd, NsqdProcess, RawConn, drain, wait_until
 
 FLAGS = ("--mem-queue-size=0", "--sync-every=1", "--max-bytes-per-file=65536")  # small files: rolls under load
-GO_NSQD = Path(os.environ.get("NSQ_GO_NSQD", REPO.parent / "shared" / "reference-go" / "nsqd"))
 KILLS = 3
 
 pytestmark = pytest.mark.slow
-
-
-class GoNsqd(NsqdProcess):
-    """Go's nsqd with the same command line as ours."""
-
-    def args(self) -> list[str]:
-        return [str(GO_NSQD), *super().args()[1:]]
 
 
 class Load:
