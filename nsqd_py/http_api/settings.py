@@ -17,6 +17,7 @@ from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..web.responses import APIError
 from .params import request_query, required_arg, topic_channel_args
+from .topics import existing_topic
 
 
 class QueueSettingsResource:
@@ -28,20 +29,14 @@ class QueueSettingsResource:
 
     def _target(self, req: falcon.Request) -> tuple[Topic, QueueSettings]:
         if self.scope == TOPIC:
-            topic = self._topic(required_arg(req, "topic", "INVALID_TOPIC"))
+            topic = existing_topic(self.nsqd, required_arg(req, "topic", "INVALID_TOPIC"))
             return topic, topic.settings
         topic_name, channel_name = topic_channel_args(req)
-        topic = self._topic(topic_name)
+        topic = existing_topic(self.nsqd, topic_name)
         channel = topic.get_existing_channel(channel_name)
         if channel is None:
             raise APIError(404, "CHANNEL_NOT_FOUND")
         return topic, channel.settings
-
-    def _topic(self, name: str) -> Topic:
-        topic = self.nsqd.get_existing_topic(name)
-        if topic is None:
-            raise APIError(404, "TOPIC_NOT_FOUND")
-        return topic
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> dict:
         _topic, settings = self._target(req)

@@ -21,6 +21,14 @@ def _topic_name(req: falcon.Request, validate: bool) -> str:
     return required_arg(req, "topic", "INVALID_TOPIC" if validate else None)
 
 
+def existing_topic(nsqd: NSQD, name: str) -> Topic:
+    """The topic, or nsqd's 404 TOPIC_NOT_FOUND."""
+    topic = nsqd.get_existing_topic(name)
+    if topic is None:
+        raise APIError(404, "TOPIC_NOT_FOUND")
+    return topic
+
+
 class Topics:
     """One resource, one responder per action (Falcon route suffixes)."""
 
@@ -28,10 +36,7 @@ class Topics:
         self.nsqd = nsqd
 
     def _existing(self, name: str) -> Topic:
-        topic = self.nsqd.get_existing_topic(name)
-        if topic is None:
-            raise APIError(404, "TOPIC_NOT_FOUND")
-        return topic
+        return existing_topic(self.nsqd, name)
 
     def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> None:
         topic_from_query(self.nsqd, request_query(req))
@@ -61,10 +66,7 @@ class Channels:
     def _topic_and_name(self, req: falcon.Request) -> tuple[Topic, str]:
         """nsqd's `getExistingTopicFromQuery` with `GetTopicChannelArgs`."""
         topic_name, channel_name = topic_channel_args(req)
-        topic = self.nsqd.get_existing_topic(topic_name)
-        if topic is None:
-            raise APIError(404, "TOPIC_NOT_FOUND")
-        return topic, channel_name
+        return existing_topic(self.nsqd, topic_name), channel_name
 
     def _existing(self, req: falcon.Request) -> Channel:
         topic, name = self._topic_and_name(req)

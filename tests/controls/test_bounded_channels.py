@@ -160,14 +160,20 @@ def test_missing_queues_get_nsqds_404s(nsqd_factory) -> None:
     assert _post(nsqd, "/topic/settings?max_channel_depth=1") == (400, {"message": "MISSING_ARG_TOPIC"})
 
 
-def test_overrides_survive_a_restart_in_keys_go_ignores(nsqd_factory, tmp_path: Path) -> None:
-    data = tmp_path / "kept"
+def _with_both_overrides(nsqd_factory, data: Path) -> tuple[NsqdProcess, str]:
+    """An nsqd on ``data`` with a topic whose override is reject-publish and whose channel `c`'s is a depth of 2."""
     data.mkdir()
     nsqd = nsqd_factory(data_path=data)
-    topic = unique("kept")
+    topic = unique(data.name)
     _channel(nsqd, topic)
-    _post(nsqd, f"/topic/settings?topic={topic}&channel_overflow=reject-publish")
-    _post(nsqd, f"/channel/settings?topic={topic}&channel=c&max_channel_depth=2")
+    assert _post(nsqd, f"/topic/settings?topic={topic}&channel_overflow=reject-publish")[0] == 200
+    assert _post(nsqd, f"/channel/settings?topic={topic}&channel=c&max_channel_depth=2")[0] == 200
+    return nsqd, topic
+
+
+def test_overrides_survive_a_restart_in_keys_go_ignores(nsqd_factory, tmp_path: Path) -> None:
+    data = tmp_path / "kept"
+    nsqd, topic = _with_both_overrides(nsqd_factory, data)
     stored = json.loads((data / "nsqd.dat").read_bytes())  # written before the answer
     entry = next(t for t in stored["topics"] if t["name"] == topic)
     assert list(entry) == ["name", "paused", "channels", "settings"]
@@ -223,12 +229,7 @@ def test_toml_sets_the_default(nsqd_factory, tmp_path: Path) -> None:
                                                  "is read by Go's own binary or not at all")
 def test_go_nsqd_loads_our_settings_and_drops_them(nsqd_factory, tmp_path: Path) -> None:
     data = tmp_path / "downgrade"
-    data.mkdir()
-    ours = nsqd_factory(data_path=data)
-    topic = unique("downgrade")
-    _channel(ours, topic)
-    _post(ours, f"/topic/settings?topic={topic}&channel_overflow=reject-publish")
-    _post(ours, f"/channel/settings?topic={topic}&channel=c&max_channel_depth=2")
+    ours, topic = _with_both_overrides(nsqd_factory, data)
     assert ours.request("POST", f"/channel/pause?topic={topic}&channel=c").status == 200
     _publish(ours, topic, b"kept")
     ours.stop()
