@@ -1,7 +1,10 @@
 """What core/ needs from the parts around it, as protocols (Go's nsqd names the same edges `BackendQueue`
 and `Client`): a topic's or channel's backend queue, and a connected client as NSQD lists it for /stats.
-A channel's subscribed clients are `consumer.Consumer`s, a base class because the hot path reads their
-counters directly."""
+
+What the broker needs of a client is these two and no more: this `Client` protocol (every connection, producer or
+consumer) and the base class `consumer.Consumer` (a channel's subscribers: a base class because the hot path reads
+their counters directly). The TCP front door's one implementation of both is `tcp/client_state.ClientState`, whose
+fields are the table in `tcp/client_fields.py`."""
 
 from __future__ import annotations
 

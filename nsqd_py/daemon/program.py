@@ -11,9 +11,9 @@ from ..cluster.auth import AuthServers
 from ..cluster.context import ServerContext
 from ..cluster.lookup import LookupLoop
 from ..cluster.statsd import StatsdPusher
-from ..config.io_workers import io_worker_count
 from ..config.options import Options
 from ..config.tlsconfig import TLSConfigError, build_server_context
+from ..config.worker_count import io_worker_count
 from ..core.nsqd import NSQD, StartupError
 from ..http_api.serving import HTTPServer
 from ..runtime.listen import ListenError, listen, port_of
@@ -23,7 +23,7 @@ from ..tcp.server import TCPServer
 from . import sdnotify
 
 if TYPE_CHECKING:
-    from .io_workers import IOWorkerPool
+    from .worker_pool import WorkerPool
 
 #: how long stop() waits for connection greenlets to notice their closed sockets
 _DRAIN_SECONDS = 2.0
@@ -40,7 +40,7 @@ class NSQDProgram:
         self.nsqd = NSQD(opts, logger)
         self.ctx = ServerContext(self.nsqd, auth_servers=AuthServers.from_options(opts, logger))
         self.external_http_port = external_http_port
-        self.tcp_server: TCPServer | IOWorkerPool | None = None
+        self.tcp_server: TCPServer | WorkerPool | None = None
         self.http_server: HTTPServer | None = None
         self.https_server: HTTPServer | None = None
         self._sockets: list[socket.socket] = []
@@ -80,9 +80,9 @@ class NSQDProgram:
         except ValueError as err:
             raise StartupError(str(err)) from None
         if workers:
-            from .io_workers import IOWorkerPool  # here: the default mode does without its imports
+            from .worker_pool import WorkerPool  # here: the default mode does without its imports
 
-            self.tcp_server = IOWorkerPool(ctx, tcp, workers)
+            self.tcp_server = WorkerPool(ctx, tcp, workers)
         else:
             self.tcp_server = TCPServer(ctx, tcp)
         ctx.tcp_port = port_of(tcp)

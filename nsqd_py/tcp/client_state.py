@@ -1,8 +1,10 @@
 """Compiled by mypyc: run `make install` after an edit (CONTRIBUTING.md, "Compiled modules").
 
-What nsqd keeps of a protocol V2 client wherever its socket is served: its identity and what /stats shows of it
-(client_stats.py reads these), its channel, and the delivery state a channel reads (`Consumer`). A connection served
-in this process is a `client.ClientV2`; one an I/O worker serves is the broker's `remote_clients.RemoteClient`."""
+What nsqd keeps of a protocol V2 client wherever its socket is served: the fields of client_fields.FIELDS (its
+identity and what /stats shows of it), its channel, and the delivery state a channel reads (`Consumer`). A
+connection served in this process is a `client.ClientV2`; one an I/O worker serves is the broker's
+`remote_clients.RemoteClient`. The typed declarations below are what mypyc compiles; the table is the source of
+truth and tests/unit/test_client_fields.py fails when they differ."""
 
 from __future__ import annotations
 
@@ -10,60 +12,50 @@ import time
 from typing import TYPE_CHECKING
 
 from ..core.consumer import Consumer
+from .client_fields import STATE_FIELDS, STATE_SLOTS
 
 if TYPE_CHECKING:
     from ..core.channel import Channel
 
 
 class ClientState(Consumer):
-    __slots__ = (
-        "auth_identity",
-        "auth_identity_url",
-        "authed",
-        "channel",
-        "client_id",
-        "connect_ts",
-        "deflate",
-        "hostname",
-        "id",
-        "pub_counts",
-        "remote_address",
-        "snappy",
-        "tls",
-        "tls_cipher_suite",
-        "tls_negotiated_protocol",
-        "tls_negotiated_protocol_is_mutual",
-        "tls_version",
-        "topology_region",
-        "topology_zone",
-        "user_agent",
-    )
+    __slots__ = STATE_SLOTS
+
+    # ---- client_fields.STATE_FIELDS, in the table's order ----
+    client_id: str
+    hostname: str
+    remote_address: str
+    connect_ts: int
+    deflate: bool
+    snappy: bool
+    user_agent: str
+    authed: bool
+    auth_identity: str
+    auth_identity_url: str
+    topology_zone: str
+    topology_region: str
+    #: messages published, by topic name
+    pub_counts: dict[str, int]
+    tls: bool
+    tls_cipher_suite: str
+    tls_version: str
+    tls_negotiated_protocol: str
+    tls_negotiated_protocol_is_mutual: bool
 
     def __init__(self, client_id: int, remote_address: str, msg_timeout: float) -> None:
         super().__init__()
+        for field in STATE_FIELDS:
+            if field.default is not None:  # None: a container, made below (a default would be shared)
+                setattr(self, field.attr, field.default)
         self.id = client_id
         self.remote_address = remote_address
         host = remote_address.rsplit(":", 1)[0] if ":" in remote_address else remote_address
         self.client_id = host
         self.hostname = host
-        self.user_agent = ""
         self.connect_ts = int(time.time())
         self.msg_timeout = msg_timeout
         self.channel: Channel | None = None
-        #: messages published, by topic name
-        self.pub_counts: dict[str, int] = {}
-        self.deflate = False
-        self.snappy = False
-        self.tls = False
-        self.tls_version = ""
-        self.tls_cipher_suite = ""
-        self.tls_negotiated_protocol = ""
-        self.tls_negotiated_protocol_is_mutual = False
-        self.authed = False
-        self.auth_identity = ""
-        self.auth_identity_url = ""
-        self.topology_zone = ""
-        self.topology_region = ""
+        self.pub_counts = {}
 
     def published(self, topic: str, count: int) -> None:
         self.pub_counts[topic] = self.pub_counts.get(topic, 0) + count

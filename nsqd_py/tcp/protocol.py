@@ -18,8 +18,9 @@ from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
 from . import broker_commands
 from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost
+from .client_fields import COPIED
 from .errors import ClientError, FatalClientError, client_text
-from .identify import IdentifyData, parse_identify
+from .identify import IdentifyData, go_dump, parse_identify
 
 if TYPE_CHECKING:
     import ssl
@@ -63,6 +64,7 @@ class ProtocolV2Base:
         self.auth_servers = auth_servers
         self.tls_context = tls_context
         self._dispatch_pending = False
+        #: the commands, by their word: `execute` calls them (IDENTIFY first, before the TLS check)
         self._commands: dict[bytes, Callable[[list[bytes]], bytes | None]] = {
             b"FIN": self.fin,
             b"RDY": self.rdy,
@@ -126,7 +128,7 @@ class ProtocolV2Base:
         command = self._commands.get(name)
         if command is None:
             raise FatalClientError("E_INVALID", f"invalid command {client_text(name)}")
-        return command(params)
+        return command(params)  # one of self._commands' methods, above
 
     # ---- body reading helpers -----------------------------------------------------------------
 
@@ -198,25 +200,27 @@ class ProtocolV2Base:
         if size <= 0:
             raise FatalClientError("E_BAD_BODY", f"IDENTIFY invalid body size {size}")
         body = self._read_body(size, "E_BAD_BODY", "IDENTIFY failed to read body")
-        topology = TOPOLOGY_EXPERIMENT in opts.enable_experiment
+        experiments = tuple(opts.enable_experiment)
         try:
-            data = parse_identify(body, topology)
+            data = parse_identify(body, experiments)
         except ValueError:
             raise FatalClientError("E_BAD_BODY", "IDENTIFY failed to decode JSON body") from None
-        self.log.info(f"[{client}] IDENTIFY: {data.go_dump(topology)}")
+        self.log.info(f"[{client}] IDENTIFY: {go_dump(data, experiments)}")
         try:
             self._apply_identify(data)
         except ValueError as err:
             raise FatalClientError("E_BAD_BODY", f"IDENTIFY {err}") from None
-        if not data.feature_negotiation:
+        if not data["feature_negotiation"]:
             return OK
-        deflate = opts.deflate and data.deflate
-        deflate_level = data.deflate_level if deflate and data.deflate_level > 0 else 6
+        deflate: bool = opts.deflate and data["deflate"]
+        asked_level: int = data["deflate_level"]
+        deflate_level = asked_level if deflate and asked_level > 0 else 6
         deflate_level = min(deflate_level, opts.max_deflate_level)
-        snappy = opts.snappy and data.snappy
+        snappy: bool = opts.snappy and data["snappy"]
         if deflate and snappy:
             raise FatalClientError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
-        tls = self.tls_context is not None and data.tls_v1
+        tls: bool = self.tls_context is not None and data["tls_v1"]
+        # nsqd's identifyResponse: what was negotiated and the server's limits (behaviour, not copies of fields)
         reply = {
             "max_rdy_count": opts.max_rdy_count,
             "version": NSQ_VERSION,
@@ -232,7 +236,7 @@ class ProtocolV2Base:
             "output_buffer_size": client.output_buffer_size,
             "output_buffer_timeout": round(client.output_buffer_timeout * 1000),
         }
-        if topology:  # nsqd's development branch
+        if TOPOLOGY_EXPERIMENT in experiments:  # nsqd's development branch
             reply["topology_region"] = client.topology_region
             reply["topology_zone"] = client.topology_zone
         client.send_response(jsonenc.dumps(reply))
@@ -254,13 +258,13 @@ class ProtocolV2Base:
         return None
 
     def _apply_identify(self, data: IdentifyData) -> None:
-        """nsqd's clientV2.Identify: replace ids, then validate and set each negotiable value."""
+        """nsqd's clientV2.Identify: set the fields IDENTIFY copies (client_fields.COPIED), then validate and set
+        each negotiable value."""
         client = self.client
         opts = self.opts
-        client.client_id = data.client_id
-        client.hostname = data.hostname
-        client.user_agent = data.user_agent
-        hb = data.heartbeat_interval
+        for key, attr in COPIED:
+            setattr(client, attr, data[key])
+        hb: int = data["heartbeat_interval"]
         if hb == -1:
             client.heartbeat_interval = 0.0
         elif hb == 0:
@@ -269,7 +273,7 @@ class ProtocolV2Base:
             client.heartbeat_interval = hb / 1000
         else:
             raise ValueError(f"heartbeat interval ({hb}) is invalid")
-        obt = data.output_buffer_timeout
+        obt: int = data["output_buffer_timeout"]
         if obt == -1:
             client.output_buffer_timeout = 0.0
         elif obt == 0:
@@ -278,7 +282,7 @@ class ProtocolV2Base:
             client.output_buffer_timeout = obt / 1000
         else:
             raise ValueError(f"output buffer timeout ({obt}) is invalid")
-        obs = data.output_buffer_size
+        obs: int = data["output_buffer_size"]
         if obs == -1:
             client.output_buffer_size = 1
             client.output_buffer_timeout = 0.0
@@ -288,18 +292,17 @@ class ProtocolV2Base:
             client.output_buffer_size = obs
         else:
             raise ValueError(f"output buffer size ({obs}) is invalid")
-        if not 0 <= data.sample_rate <= 99:
-            raise ValueError(f"sample rate ({data.sample_rate}) is invalid")
-        client.sample_rate = data.sample_rate
-        mt = data.msg_timeout
+        sample_rate: int = data["sample_rate"]
+        if not 0 <= sample_rate <= 99:
+            raise ValueError(f"sample rate ({sample_rate}) is invalid")
+        client.sample_rate = sample_rate
+        mt: int = data["msg_timeout"]
         if mt == 0:
             pass
         elif 1000 <= mt <= opts.max_msg_timeout // 1_000_000:
             client.msg_timeout = mt / 1000
         else:
             raise ValueError(f"msg timeout ({mt}) is invalid")
-        client.topology_zone = data.topology_zone
-        client.topology_region = data.topology_region
         client.reset_heartbeat()
 
     def auth(self, params: list[bytes]) -> bytes | None:
@@ -345,7 +348,7 @@ class ProtocolV2Base:
         if not is_valid_name(channel_name):
             raise FatalClientError("E_BAD_CHANNEL", f"SUB channel name {go_quote(params[2])} is not valid")
         self._check_auth("SUB", topic_name, channel_name)
-        self._subscribe(topic_name, channel_name)
+        self._subscribe(topic_name, channel_name)  # hook: ProtocolV2 / WorkerProtocolV2
         client.state = STATE_SUBSCRIBED
         return OK
 
@@ -364,14 +367,14 @@ class ProtocolV2Base:
             count = parsed
         if not 0 <= count <= self.opts.max_rdy_count:
             raise FatalClientError("E_INVALID", f"RDY count {count} out of range 0-{self.opts.max_rdy_count}")
-        self._ready(count)
+        self._ready(count)  # hook: ProtocolV2 / WorkerProtocolV2
         return None
 
     def fin(self, params: list[bytes]) -> None:
         self._require_subscribed("FIN", allow_closing=True)
         if len(params) < 2:
             raise FatalClientError("E_INVALID", "FIN insufficient number of params")
-        self._finish(message_id(params[1]))
+        self._finish(message_id(params[1]))  # hook: ProtocolV2 / WorkerProtocolV2
         return None
 
     def req(self, params: list[bytes]) -> None:
@@ -389,14 +392,14 @@ class ProtocolV2Base:
                 f"PROTOCOL(V2): [{self.client}] REQ timeout {timeout_ms * 1_000_000} out of range "
                 f"0-{self.opts.max_req_timeout}. Setting to {clamped * 1_000_000}"
             )
-        self._requeue(msg_id, clamped)
+        self._requeue(msg_id, clamped)  # hook: ProtocolV2 / WorkerProtocolV2
         return None
 
     def touch(self, params: list[bytes]) -> None:
         self._require_subscribed("TOUCH", allow_closing=True)
         if len(params) < 2:
             raise FatalClientError("E_INVALID", "TOUCH insufficient number of params")
-        self._touch(message_id(params[1]))
+        self._touch(message_id(params[1]))  # hook: ProtocolV2 / WorkerProtocolV2
         return None
 
     def cls(self, params: list[bytes]) -> bytes:
@@ -416,7 +419,7 @@ class ProtocolV2Base:
         topic_name = self._topic_name("PUB", params[1])
         body = self._read_message_body("PUB")
         self._check_auth("PUB", topic_name, "")
-        return self._publish(topic_name, "PUB", [body])
+        return self._publish(topic_name, "PUB", [body])  # hook: ProtocolV2 / WorkerProtocolV2
 
     def dpub(self, params: list[bytes]) -> bytes | None:
         if len(params) < 3:
@@ -430,14 +433,14 @@ class ProtocolV2Base:
             raise FatalClientError("E_INVALID", f"DPUB timeout {timeout_ms} out of range 0-{max_ms}")
         body = self._read_message_body("DPUB")
         self._check_auth("DPUB", topic_name, "")
-        return self._publish(topic_name, "DPUB", [body], timeout_ms)
+        return self._publish(topic_name, "DPUB", [body], timeout_ms)  # hook: ProtocolV2 / WorkerProtocolV2
 
     def mpub(self, params: list[bytes]) -> bytes | None:
         if len(params) < 2:
             raise FatalClientError("E_INVALID", "MPUB insufficient number of parameters")
         topic_name = self._topic_name("MPUB", params[1], code_prefix="E_BAD_TOPIC ")
         self._check_auth("MPUB", topic_name, "")
-        self._create_topic("MPUB", topic_name)  # nsqd creates the topic before reading the body
+        self._create_topic("MPUB", topic_name)  # hook; nsqd creates the topic before reading the body
         opts = self.opts
         size = self._read_len("E_BAD_BODY", "MPUB failed to read body size")
         if size <= 0:
@@ -447,7 +450,7 @@ class ProtocolV2Base:
         count = self._read_len("E_BAD_BODY", "MPUB failed to read message count")
         if count <= 0 or count > (opts.max_body_size - 4) // 5:
             raise FatalClientError("E_BAD_BODY", f"MPUB invalid message count {count}")
-        return self._publish(topic_name, "MPUB", self._read_mpub_bodies(count))
+        return self._publish(topic_name, "MPUB", self._read_mpub_bodies(count))  # hook: ProtocolV2 / WorkerProtocolV2
 
     def _check_mpub_size(self, index: int, size: int) -> None:
         if size <= 0:
@@ -486,7 +489,10 @@ class ProtocolV2Base:
                 bodies.append(self._read_body(msg_size, "E_BAD_MESSAGE", "MPUB failed to read message body"))
         return bodies
 
-    # ---- what commands do to topics and channels (the subclass's) ------------------------------
+    # ---- what commands do to topics and channels: hooks, each implemented twice ----------------
+    # ProtocolV2 (below) calls tcp/broker_commands.py in this process; WorkerProtocolV2 (tcp/worker_protocol.py)
+    # forwards a record (tcp/records.py) to the broker, where tcp/remote_clients.py's BrokerEnd calls the same
+    # broker_commands function. Every call above is marked `# hook`.
 
     def _subscribe(self, topic_name: str, channel_name: str) -> None:
         """Add the client to the channel; FatalClientError (E_SUB_FAILED) when it cannot be."""

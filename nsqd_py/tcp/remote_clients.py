@@ -22,6 +22,7 @@ import orjson
 
 from ..core.consumer import STATE_CLOSING, STATE_SUBSCRIBED
 from . import broker_commands, records
+from .client_fields import RECORD_ATTRS
 from .client_state import ClientState
 from .errors import ClientError
 
@@ -33,16 +34,11 @@ if TYPE_CHECKING:
 
 _LENGTH = struct.Struct(">i")
 _ID_LENGTH = 16
-#: the fields of an IDENTITY record, all of them shown by /stats
-_IDENTITY_FIELDS = (
-    "client_id", "hostname", "user_agent", "msg_timeout", "sample_rate", "deflate", "snappy", "tls", "tls_version",
-    "tls_cipher_suite", "tls_negotiated_protocol", "tls_negotiated_protocol_is_mutual", "authed", "auth_identity",
-    "auth_identity_url", "topology_zone", "topology_region",
-)
 
 
 class RemoteClient(ClientState):
-    """A worker's connection as the broker keeps it: delivery state, and what /stats shows of it."""
+    """A worker's connection as the broker keeps it (the worker's end is worker_protocol.ForwardingClient): delivery
+    state, and what /stats shows of it."""
 
     __slots__ = ("_commands", "conn", "ended", "link")
 
@@ -63,7 +59,8 @@ class RemoteClient(ClientState):
         self.link.send(records.KICK, self.conn)
 
     def set_identity(self, fields: dict) -> None:
-        for name in _IDENTITY_FIELDS:
+        """An IDENTITY record's fields (client_fields.RECORD_ATTRS; sent by ForwardingClient.send_identity)."""
+        for name in RECORD_ATTRS:
             setattr(self, name, fields[name])
 
     def busy(self) -> bool:
@@ -89,14 +86,16 @@ class RemoteClient(ClientState):
             self._commands = None
 
 
-class WorkerClients:
-    """The connections of one I/O worker, and what its records do to the broker."""
+class BrokerEnd:
+    """The broker's end of one I/O worker's link (whose end is worker_protocol.WorkerEnd): the worker's connections,
+    and what its records do to the broker."""
 
     def __init__(self, nsqd: NSQD, link: Link) -> None:
         self.nsqd = nsqd
         self.link = link
         self.clients: dict[int, RemoteClient] = {}
         self._to_dispatch: set[Channel] = set()
+        #: what each worker -> broker record kind does (records.py), called by `handle`
         self._handlers: dict[int, Callable[[RemoteClient, bytes], None]] = {
             records.IDENTITY: self._identity,
             records.SUB: self._sub,
@@ -118,7 +117,7 @@ class WorkerClients:
             return
         client = self.clients.get(conn)
         if client is not None and (not client.ended or kind == records.CLOSED):
-            self._handlers[kind](client, payload)
+            self._handlers[kind](client, payload)  # one of self._handlers' methods (__init__)
 
     def after_read(self) -> None:
         """Refill the consumers whose FINs this read brought, once per channel."""

@@ -22,6 +22,7 @@ from gevent.event import AsyncResult, Event
 from ..cluster.auth import AuthServers, AuthState
 from . import records
 from .client import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, ClientV2
+from .client_fields import RECORD_ATTRS
 from .errors import FatalClientError
 from .protocol import ProtocolV2Base
 
@@ -40,8 +41,9 @@ _DUE_COMMANDS_MAX = 64
 _DUE_BYTES_MAX = 1 << 20
 
 
-class WorkerClient(ClientV2):
-    """A client connection of a worker: answers held in command order, the broker's deliveries and verdicts."""
+class ForwardingClient(ClientV2):
+    """A client connection of a worker (the broker keeps it as a `remote_clients.RemoteClient`): answers held in
+    command order, the broker's deliveries and verdicts."""
 
     __slots__ = ("_answered_all", "_due_bytes", "_due_sizes", "_held", "_link", "_room", "_waiters", "broker_ended",
                  "created_topics")
@@ -89,15 +91,8 @@ class WorkerClient(ClientV2):
 
     def send_identity(self) -> None:
         """Tell the broker what /stats shows of this client and how to deliver to it."""
-        self.forward(records.IDENTITY, orjson.dumps({
-            "client_id": self.client_id, "hostname": self.hostname, "user_agent": self.user_agent,
-            "msg_timeout": self.msg_timeout, "sample_rate": self.sample_rate, "deflate": self.deflate,
-            "snappy": self.snappy, "tls": self.tls, "tls_version": self.tls_version,
-            "tls_cipher_suite": self.tls_cipher_suite, "tls_negotiated_protocol": self.tls_negotiated_protocol,
-            "tls_negotiated_protocol_is_mutual": self.tls_negotiated_protocol_is_mutual, "authed": self.authed,
-            "auth_identity": self.auth_identity, "auth_identity_url": self.auth_identity_url,
-            "topology_zone": self.topology_zone, "topology_region": self.topology_region,
-        }))
+        # client_fields.RECORD_ATTRS; read back by remote_clients.RemoteClient.set_identity
+        self.forward(records.IDENTITY, orjson.dumps({attr: getattr(self, attr) for attr in RECORD_ATTRS}))
 
     def set_auth_state(self, state: AuthState) -> None:
         super().set_auth_state(state)
@@ -192,61 +187,63 @@ class WorkerProtocolV2(ProtocolV2Base):
     """Protocol V2 in an I/O worker: checks here, topics and channels in the broker."""
 
     def __init__(self, opts: Options, logger: Logger, auth_servers: AuthServers | None,
-                 tls_context: ssl.SSLContext | None, client: WorkerClient) -> None:
+                 tls_context: ssl.SSLContext | None, client: ForwardingClient) -> None:
         super().__init__(opts, logger, auth_servers, tls_context, client)
-        self.worker_client = client
+        self.forwarding = client
 
     def identify(self, params: list[bytes]) -> bytes | None:
         answer = super().identify(params)
-        self.worker_client.send_identity()
+        self.forwarding.send_identity()
         return answer
 
     def cls(self, params: list[bytes]) -> bytes:
         answer = super().cls(params)
-        self.worker_client.forward(records.CLS)
+        self.forwarding.forward(records.CLS)
         return answer
 
     def _subscribe(self, topic_name: str, channel_name: str) -> None:
-        self.worker_client.ask(records.SUB, f"{topic_name}\n{channel_name}".encode("latin-1"))
+        self.forwarding.ask(records.SUB, f"{topic_name}\n{channel_name}".encode("latin-1"))
 
     def _ready(self, count: int) -> None:
-        self.worker_client.forward(records.RDY, str(count).encode())
+        self.forwarding.forward(records.RDY, str(count).encode())
 
     def _finish(self, msg_id: bytes) -> None:
-        self.worker_client.forward(records.FIN, msg_id)
+        self.forwarding.forward(records.FIN, msg_id)
 
     def _requeue(self, msg_id: bytes, delay_ms: int) -> None:
-        self.worker_client.forward(records.REQ, msg_id + str(delay_ms).encode())
+        self.forwarding.forward(records.REQ, msg_id + str(delay_ms).encode())
 
     def _touch(self, msg_id: bytes) -> None:
-        self.worker_client.forward(records.TOUCH, msg_id)
+        self.forwarding.forward(records.TOUCH, msg_id)
 
     def _publish(self, topic_name: str, cmd: str, bodies: list[bytes], deferred_ms: int = 0) -> bytes | None:
         topic = topic_name.encode("latin-1")
         if cmd == "PUB":
-            self.worker_client.forward_awaited(records.PUB, topic + b"\n" + bodies[0])
+            self.forwarding.forward_awaited(records.PUB, topic + b"\n" + bodies[0])
         elif cmd == "DPUB":
-            self.worker_client.forward_awaited(records.DPUB, b"%s\n%d\n%s" % (topic, deferred_ms, bodies[0]))
+            self.forwarding.forward_awaited(records.DPUB, b"%s\n%d\n%s" % (topic, deferred_ms, bodies[0]))
         else:
             pack = _LENGTH.pack
-            self.worker_client.forward_awaited(records.MPUB, topic + b"\n" + b"".join(
+            self.forwarding.forward_awaited(records.MPUB, topic + b"\n" + b"".join(
                 pack(len(body)) + body for body in bodies))
         return None
 
     def _create_topic(self, cmd: str, name: str) -> None:
-        client = self.worker_client
+        client = self.forwarding
         if name not in client.created_topics:
             client.created_topics.add(name)
             client.forward_awaited(records.CREATE_TOPIC, f"{name}\n{cmd}".encode("latin-1"))
 
 
-class WorkerConnections:
-    """The worker's connections by number, and what the broker's records do to them."""
+class WorkerEnd:
+    """The worker's end of its link to the broker (whose end is remote_clients.BrokerEnd): the worker's connections
+    by number, and what the broker's records do to them."""
 
     def __init__(self) -> None:
-        self.clients: dict[int, WorkerClient] = {}
+        self.clients: dict[int, ForwardingClient] = {}
 
     def handle(self, kind: int, conn: int, payload: bytes) -> None:
+        """One record from the broker (records.py's broker -> worker kinds; HELLO and EXIT are the process's)."""
         client = self.clients.get(conn)
         if client is None:
             return  # it closed while the record was on its way

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqd_py.config.io_workers import IO_WORKERS_ENV, io_worker_count
+from nsqd_py.config.worker_count import IO_WORKERS_ENV, io_worker_count
 from tests.support import FRAME_RESPONSE, NSQD_BIN, NsqdProcess, RawConn, drain, unique, wait_until
 
 pytestmark = pytest.mark.process
@@ -28,7 +28,7 @@ def workers_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def _workers(nsqd: NsqdProcess) -> list[int]:
     """The pids of nsqd's I/O worker processes."""
     assert nsqd.proc is not None
-    out = subprocess.run(["pgrep", "-P", str(nsqd.proc.pid), "-f", "nsqd_py.daemon.io_worker"],
+    out = subprocess.run(["pgrep", "-P", str(nsqd.proc.pid), "-f", "nsqd_py.daemon.worker_process"],
                          capture_output=True, text=True).stdout
     return [int(pid) for pid in out.split()]
 

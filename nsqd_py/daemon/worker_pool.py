@@ -2,8 +2,9 @@
 
 Every worker accepts on the one TCP listener (inherited) and serves its clients' sockets; this process stays the
 broker: topics, channels, in-flight messages, disks, HTTP. Each worker has one link to the broker (a unix socket
-pair), served here by a `WorkerClients`. A worker that dies is replaced; its clients' in-flight messages time out
-back into their channels, as for any client that goes away.
+pair), whose end here is a `tcp.remote_clients.BrokerEnd` (the worker process, worker_process.py, holds the
+other). A worker that dies is replaced; its clients' in-flight messages time out back into their channels, as for
+any client that goes away.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..cluster.context import ServerContext
 from ..runtime.link import Link
 from ..runtime.listen import display_address, remove_socket_file, unix_path
 from ..tcp import records
-from ..tcp.remote_clients import RemoteClient, WorkerClients
+from ..tcp.remote_clients import BrokerEnd, RemoteClient
 
 if TYPE_CHECKING:
     from gevent.subprocess import Popen
@@ -29,12 +30,12 @@ _EXIT_SECONDS = 5.0
 
 
 class _Worker:
-    def __init__(self, process: Popen, clients: WorkerClients) -> None:
+    def __init__(self, process: Popen, clients: BrokerEnd) -> None:
         self.process = process
         self.clients = clients
 
 
-class IOWorkerPool:
+class WorkerPool:
     """Stands where tcp.server.TCPServer stands when connections are served by worker processes."""
 
     def __init__(self, ctx: ServerContext, listener: socket.socket, count: int) -> None:
@@ -61,11 +62,12 @@ class IOWorkerPool:
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fds = (self.listener.fileno(), theirs.fileno())
-        process = subprocess.Popen([sys.executable, "-m", "nsqd_py.daemon.io_worker", *map(str, fds)], pass_fds=fds)
+        command = [sys.executable, "-m", "nsqd_py.daemon.worker_process", *map(str, fds)]
+        process = subprocess.Popen(command, pass_fds=fds)
         theirs.close()
         link = Link(ours)
         link.send(records.HELLO, 0, pickle.dumps(self.ctx.opts))
-        worker = _Worker(process, WorkerClients(self.nsqd, link))
+        worker = _Worker(process, BrokerEnd(self.nsqd, link))
         self._workers.append(worker)
         gevent.spawn(self._serve, worker)
 

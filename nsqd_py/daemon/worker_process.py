@@ -1,8 +1,8 @@
 """An I/O worker process (issue 37): serves protocol V2 clients accepted on the broker's TCP listener.
 
-Started by io_workers.py with the listener and its end of the link as inherited descriptors. It ignores SIGINT and
-SIGTERM (a service manager signals the whole group): the broker says when to stop (EXIT), after it closed its own
-listener, and a worker whose broker is gone exits at once.
+Started by worker_pool.py (in the broker) with the listener and its end of the link as inherited descriptors. It
+ignores SIGINT and SIGTERM (a service manager signals the whole group): the broker says when to stop (EXIT), after it
+closed its own listener, and a worker whose broker is gone exits at once.
 """
 
 from __future__ import annotations
@@ -24,18 +24,20 @@ from ..runtime.log import Logger
 from ..runtime.outbox import Outbox
 from ..tcp import records
 from ..tcp.server import greet
-from ..tcp.worker_protocol import WorkerClient, WorkerConnections, WorkerProtocolV2
+from ..tcp.worker_protocol import ForwardingClient, WorkerEnd, WorkerProtocolV2
 from .gevent_patch import patch_all
 
 #: how long a stopping worker lets its connections finish their last sends
 _DRAIN_SECONDS = 2.0
 
 
-class IOWorker:
+class WorkerProcess:
+    """The worker process: its listener, and its end of the link to the broker."""
+
     def __init__(self, listener: socket.socket, link: Link) -> None:
         self.listener = listener
         self.link = link
-        self.connections = WorkerConnections()
+        self.connections = WorkerEnd()
         self._next_conn = 0
         self._outbox = Outbox()
         self._server: StreamServer | None = None
@@ -86,7 +88,7 @@ class IOWorker:
             return
         self._next_conn += 1
         conn = self._next_conn
-        client = WorkerClient(opts, logger, conn, sock, remote, self._outbox, self.link)
+        client = ForwardingClient(opts, logger, conn, sock, remote, self._outbox, self.link)
         self.connections.clients[conn] = client
         self.link.send(records.OPEN, conn, remote.encode())
         try:
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     listener = socket.socket(fileno=int(args[0]))
     link = Link(socket.socket(fileno=int(args[1])))
-    IOWorker(listener, link).run()
+    WorkerProcess(listener, link).run()
 
 
 if __name__ == "__main__":
