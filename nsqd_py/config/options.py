@@ -235,6 +235,7 @@ class Options:
     # Beyond nsqd: the process-wide defaults of the per-topic and per-channel controls (config/queue_settings.py)
     max_channel_depth: int = queue_setting("max_channel_depth", INT)
     channel_overflow: str = queue_setting("channel_overflow", STRING)
+    msg_ttl: int = queue_setting("msg_ttl", DURATION)
 
     config: str = setting("config", STRING, "", "path to config file", key=None)
     show_version: bool = setting("version", BOOL, False, "print version string", key=None)

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..go.durations import MILLISECOND, format_duration, parse_duration
+
 #: where a control can be set
 TOPIC = "topic"
 CHANNEL = "channel"
@@ -73,6 +75,18 @@ def _count(value: Any) -> int:
     raise ValueError("must be a non-negative integer (0: no limit)")
 
 
+def _ttl(value: Any) -> int:
+    """A duration: Go's text (`30s`, `1h30m`), or int nanoseconds (the option's own value); 0 (none) or >= 1 ms."""
+    if isinstance(value, str):
+        try:
+            value = parse_duration(value)
+        except ValueError:
+            raise ValueError("must be a duration such as 30s or 1h30m (0: none)") from None
+    if isinstance(value, int) and not isinstance(value, bool) and (value == 0 or value >= MILLISECOND):
+        return value
+    raise ValueError("must be 0 (none) or at least 1ms")
+
+
 def _choice(*choices: str) -> Callable[[Any], str]:
     def read(value: Any) -> str:
         if value in choices:
@@ -99,6 +113,9 @@ SETTINGS: tuple[QueueSetting, ...] = (
                  DROP_HEAD, "what a channel at --max-channel-depth does: drop-head (drop its oldest message) or "
                  "reject-publish (refuse the publish, E_PUB_FAILED or HTTP 503) (beyond nsqd)",
                  qualifies="max_channel_depth"),
+    QueueSetting("msg_ttl", CHANNEL, _ttl, format_duration, 0,
+                 "how long a message may wait, from its publish time: older ones are dropped, never delivered "
+                 "(0: no limit; beyond nsqd)", counters=("expired_count",)),
 )
 BY_KEY: dict[str, QueueSetting] = {s.key: s for s in SETTINGS}
 

@@ -52,8 +52,10 @@ class Channel:
         "e2e_latency",
         "ephemeral",
         "exiting",
+        "expired_count",
         "max_depth",
         "message_count",
+        "msg_ttl",
         "name",
         "paused",
         "reject_publish",
@@ -98,6 +100,9 @@ class Channel:
         self.reject_publish = False
         self.dropped_count = 0
         self._drops_logged = 0.0
+        #: msg_ttl in force, ns (0: none), and the messages it dropped
+        self.msg_ttl = 0
+        self.expired_count = 0
         self.settings_changed()
 
     # ---- introspection (stats) ----------------------------------------------------------------
@@ -127,6 +132,7 @@ class Channel:
     def settings_changed(self) -> None:
         """Take the settings now in force; a lower drop-head limit drops the oldest queued messages at once."""
         self.max_depth = self.settings.value("max_channel_depth")
+        self.msg_ttl = self.settings.value("msg_ttl")
         self.reject_publish = bool(self.max_depth) and self.settings.value("channel_overflow") == REJECT_PUBLISH
         if self.max_depth and not self.reject_publish and self.held_count() > self.max_depth:
             self._drop_head(self.held_count() - self.max_depth)
@@ -291,6 +297,10 @@ class Channel:
             self._dispatching = False
 
     def _deliver(self, client: Consumer, msg: Message) -> None:
+        if self.msg_ttl and time.time_ns() - msg.timestamp > self.msg_ttl:
+            self.expired_count += 1  # found expired on its way out, wherever it waited: dropped, not an attempt
+            self._release_token(msg)
+            return
         if client.sample_rate and random.randrange(100) > client.sample_rate:
             self._release_token(msg)  # nsqd drops a sampled-out message for this channel
             return
