@@ -236,6 +236,8 @@ class Options:
     max_channel_depth: int = queue_setting("max_channel_depth", INT)
     channel_overflow: str = queue_setting("channel_overflow", STRING)
     msg_ttl: int = queue_setting("msg_ttl", DURATION)
+    max_attempts: int = queue_setting("max_attempts", INT)
+    dead_letter_topic: str = queue_setting("dead_letter_topic", STRING)
 
     config: str = setting("config", STRING, "", "path to config file", key=None)
     show_version: bool = setting("version", BOOL, False, "print version string", key=None)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..go.durations import MILLISECOND, format_duration, parse_duration
+from ..wire.names import is_valid_name
 
 #: where a control can be set
 TOPIC = "topic"
@@ -87,6 +88,38 @@ def _ttl(value: Any) -> int:
     raise ValueError("must be 0 (none) or at least 1ms")
 
 
+#: the part of a dead-letter template that stands for the topic's name
+TOPIC_PLACEHOLDER = "{topic}"
+
+
+def _template(value: Any) -> str:
+    """A dead-letter topic name with `{topic}` for the topic's name, e.g. `{topic}.dead`."""
+    if isinstance(value, str) and TOPIC_PLACEHOLDER in value and is_valid_name(value.replace(TOPIC_PLACEHOLDER, "t")):
+        return value
+    raise ValueError("must be a topic name containing {topic}, such as {topic}.dead")
+
+
+def dead_letter_topic(template: str, topic: str) -> str | None:
+    """The dead-letter topic of ``topic``; None when ``topic`` is itself one under this template (a dead-letter
+    topic takes no dead letters of its own) or the name would not be a valid topic name (over 64 characters)."""
+    if _is_dead_letter(template, topic):
+        return None
+    name = template.replace(TOPIC_PLACEHOLDER, topic)
+    return name if is_valid_name(name) else None
+
+
+def check_dead_letter_name(template: str, topic: str) -> None:
+    """SettingError when ``topic``'s dead-letter topic would not be a valid name (over 64 characters)."""
+    name = template.replace(TOPIC_PLACEHOLDER, topic)
+    if not _is_dead_letter(template, topic) and not is_valid_name(name):
+        raise SettingError(f"dead_letter_topic: {name!r} is not a valid topic name (at most 64 characters)")
+
+
+def _is_dead_letter(template: str, topic: str) -> bool:
+    head, _, tail = template.partition(TOPIC_PLACEHOLDER)
+    return len(topic) > len(head) + len(tail) and topic.startswith(head) and topic.endswith(tail)
+
+
 def _choice(*choices: str) -> Callable[[Any], str]:
     def read(value: Any) -> str:
         if value in choices:
@@ -116,6 +149,12 @@ SETTINGS: tuple[QueueSetting, ...] = (
     QueueSetting("msg_ttl", CHANNEL, _ttl, format_duration, 0,
                  "how long a message may wait, from its publish time: older ones are dropped, never delivered "
                  "(0: no limit; beyond nsqd)", counters=("expired_count",)),
+    QueueSetting("max_attempts", CHANNEL, _count, _same, 0,
+                 "deliveries a message gets: one that would get more goes to --dead-letter-topic instead (0: no "
+                 "limit; beyond nsqd)", counters=("dead_letter_count",)),
+    QueueSetting("dead_letter_topic", CHANNEL, _template, _same, "{topic}.dead",
+                 "where a message past --max-attempts goes: a topic name, {topic} standing for its topic's (beyond "
+                 "nsqd)", qualifies="max_attempts"),
 )
 BY_KEY: dict[str, QueueSetting] = {s.key: s for s in SETTINGS}
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import gevent
 
-from ..config.queue_settings import REJECT_PUBLISH, QueueSettings
+from ..config.queue_settings import REJECT_PUBLISH, QueueSettings, dead_letter_topic
 from .consumer import Consumer
 from .e2e import E2ELatency
 from .errors import BackendError, ExitingError, MessageError
@@ -35,6 +35,8 @@ _YIELD_EVERY = 512
 class Channel:
     __slots__ = (
         "_clients",
+        "_dead_letter_topic",
+        "_dead_letters_moving",
         "_deferred",
         "_deferred_heap",
         "_dispatching",
@@ -48,11 +50,13 @@ class Channel:
         "_rr",
         "_seq",
         "_touched_heap",
+        "dead_letter_count",
         "dropped_count",
         "e2e_latency",
         "ephemeral",
         "exiting",
         "expired_count",
+        "max_attempts",
         "max_depth",
         "message_count",
         "msg_ttl",
@@ -103,6 +107,11 @@ class Channel:
         #: msg_ttl in force, ns (0: none), and the messages it dropped
         self.msg_ttl = 0
         self.expired_count = 0
+        #: max_attempts in force (0: none), the topic its dead letters go to, those moving there, and how many went
+        self.max_attempts = 0
+        self._dead_letter_topic = ""
+        self._dead_letters_moving: set[gevent.Greenlet] = set()
+        self.dead_letter_count = 0
         self.settings_changed()
 
     # ---- introspection (stats) ----------------------------------------------------------------
@@ -133,6 +142,9 @@ class Channel:
         """Take the settings now in force; a lower drop-head limit drops the oldest queued messages at once."""
         self.max_depth = self.settings.value("max_channel_depth")
         self.msg_ttl = self.settings.value("msg_ttl")
+        target = dead_letter_topic(self.settings.value("dead_letter_topic"), self.topic.name)
+        self.max_attempts = self.settings.value("max_attempts") if target is not None else 0
+        self._dead_letter_topic = target or ""
         self.reject_publish = bool(self.max_depth) and self.settings.value("channel_overflow") == REJECT_PUBLISH
         if self.max_depth and not self.reject_publish and self.held_count() > self.max_depth:
             self._drop_head(self.held_count() - self.max_depth)
@@ -301,6 +313,9 @@ class Channel:
             self.expired_count += 1  # found expired on its way out, wherever it waited: dropped, not an attempt
             self._release_token(msg)
             return
+        if self.max_attempts and msg.attempts >= self.max_attempts:
+            self._dead_letter(msg)
+            return
         if client.sample_rate and random.randrange(100) > client.sample_rate:
             self._release_token(msg)  # nsqd drops a sampled-out message for this channel
             return
@@ -374,6 +389,31 @@ class Channel:
         """TOUCH: a new deadline of the client's msg_timeout, capped at delivery + --max-msg-timeout."""
         msg = self._owned_in_flight(client, msg_id)
         msg.deadline = min(time.monotonic() + client.msg_timeout, msg.deliver_ts + self._max_msg_timeout)
+
+    # ---- dead letters (beyond nsqd: max_attempts) ------------------------------------------------
+
+    def _dead_letter(self, msg: Message) -> None:
+        """Move a message past max_attempts to the dead-letter topic, unchanged (id, timestamp, attempts). Its copy
+        here goes only once the dead-letter topic has it (on disk first, at the durable settings): a crash in between
+        leaves a duplicate there, never a loss."""
+        self.dead_letter_count += 1
+        mover = gevent.spawn(self._move_dead_letter, msg)
+        self._dead_letters_moving.add(mover)
+        mover.link(self._dead_letters_moving.discard)
+
+    def _move_dead_letter(self, msg: Message) -> None:
+        try:
+            self._nsqd.get_topic(self._dead_letter_topic).republish(msg.encode(), len(msg.body))
+        except (ExitingError, BackendError) as err:
+            self._nsqd.logger.error(f"CHANNEL({self.name}): failed to move message to dead-letter topic "
+                                    f"{self._dead_letter_topic} - {err}")
+            self.dead_letter_count -= 1
+            if self.exiting:
+                self._write_to_backend(msg)
+            else:
+                self._enqueue(msg)
+            return
+        self._release_token(msg)
 
     def _start_deferred(self, msg: Message, delay: float) -> None:
         self._deferred[msg.id] = msg
@@ -469,6 +509,7 @@ class Channel:
             log.info(f"CHANNEL({self.name}): closing")
         for client in list(self._clients):
             client.close()
+        gevent.joinall(list(self._dead_letters_moving), timeout=5)
         if delete:
             self._queue.clear_memory()
             self._in_flight.clear()
@@ -495,7 +536,10 @@ class Channel:
         self._deferred.clear()
         self._deferred_heap.clear()
         for msg in pending:
-            try:
-                self._queue.write_to_backend(msg)
-            except BackendError as err:
-                log.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")
+            self._write_to_backend(msg)
+
+    def _write_to_backend(self, msg: Message) -> None:
+        try:
+            self._queue.write_to_backend(msg)
+        except BackendError as err:
+            self._nsqd.logger.error(f"CHANNEL({self.name}): failed to write message to backend - {err}")

@@ -140,14 +140,27 @@ class Topic:
         if deferred:
             delay: Any = deferred  # boxed once for all the messages
             parked = [(cast(bytes, record), delay, None) for record in parked]
+        self._accept(parked, size)
+        acks.settle(begun)
+
+    def republish(self, record: bytes, body_size: int) -> None:
+        """A message that keeps its id, timestamp and attempts (a dead letter moved here); returns, or raises, as
+        publish does (with --sync-every=1 once it is on disk). No channel's reject-publish limit refuses it."""
+        if self.exiting:
+            raise ExitingError()
+        acks = self._nsqd.acks
+        begun = acks.begin()
+        self._accept([record], body_size)
+        acks.settle(begun)
+
+    def _accept(self, parked: list[Parked], size: int) -> None:
         if self._channel_list and not self.paused and self._pump is None and not self._queue:
             for channel in self._channel_list:
                 channel.put_parked_batch(parked)
         else:
             self._enqueue_all(parked)
-        self.message_count += len(bodies)
+        self.message_count += len(parked)
         self.message_bytes += size
-        acks.settle(begun)
 
     def _enqueue_all(self, parked: list[Parked]) -> None:
         try:

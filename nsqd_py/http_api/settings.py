@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import falcon
 
-from ..config.queue_settings import CHANNEL, TOPIC, QueueSettings, SettingError, parse_changes
+from ..config.queue_settings import (
+    CHANNEL,
+    TOPIC,
+    QueueSettings,
+    SettingError,
+    check_dead_letter_name,
+    parse_changes,
+)
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..web.responses import APIError
@@ -45,11 +52,14 @@ class QueueSettingsResource:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> dict:
         topic, settings = self._target(req)
         query = {key: values[-1] for key, values in request_query(req).items()}
+        before = dict(settings.overrides)
         try:
-            changes = parse_changes(query, self.scope, ("topic", CHANNEL))
+            settings.update(parse_changes(query, self.scope, ("topic", CHANNEL)))
+            if settings.value("max_attempts"):
+                check_dead_letter_name(settings.value("dead_letter_topic"), topic.name)
         except SettingError as err:
+            settings.overrides = before
             raise APIError(400, f"INVALID_SETTING - {err}") from None
-        settings.update(changes)
         topic.settings_changed()
         self.nsqd.metadata_file.changed(topic.name)
         return {"settings": settings.describe(self.scope)}
