@@ -24,7 +24,7 @@ from ..core.consumer import STATE_CLOSING, STATE_SUBSCRIBED
 from . import broker_commands, records
 from .client_fields import RECORD_ATTRS
 from .client_state import ClientState
-from .errors import ClientError
+from .errors import ClientError, FatalClientError
 
 if TYPE_CHECKING:
     from ..core.channel import Channel
@@ -226,8 +226,11 @@ class BrokerEnd:
                      deferred_ms: int) -> None:
         try:
             broker_commands.publish(self.nsqd, topic_name, cmd, bodies, deferred_ms)
-        except ClientError as err:
+        except FatalClientError as err:
             self._refuse(client, err)
+            return
+        except ClientError as err:  # a bounded channel's refusal (beyond nsqd): the connection stays
+            self._error(client, err)
             return
         client.published(topic_name, len(bodies))
         self.link.send(records.ANSWER, client.conn, broker_commands.OK)
