@@ -104,9 +104,14 @@ class _Ended(Exception):
 
 
 class _Reader:
+    """The bytes read from the socket and how far they are consumed: a bytearray appended to in place and trimmed
+    only when the consumed part is at least half of it, so a body of any size costs linear time (``bytes +=`` and
+    re-slicing the rest after each piece copied the whole buffer every time: quadratic on a large /stats)."""
+
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.buf = b""
+        self.buf = bytearray()
+        self.pos = 0
         self.got_bytes = False
 
     def fill(self) -> None:
@@ -114,22 +119,32 @@ class _Reader:
         if not data:
             raise _Ended(self.got_bytes)
         self.got_bytes = True
+        if self.pos and self.pos * 2 >= len(self.buf):
+            del self.buf[:self.pos]
+            self.pos = 0
         self.buf += data
 
+    def unread(self) -> int:
+        return len(self.buf) - self.pos
+
     def until(self, marker: bytes, limit: int = _MAX_HEAD) -> bytes:
+        searched = 0  # bytes past pos already searched (the marker may straddle the next read)
         while True:
-            at = self.buf.find(marker)
+            at = self.buf.find(marker, self.pos + searched)
             if at >= 0:
-                found, self.buf = self.buf[:at], self.buf[at + len(marker):]
+                found = bytes(self.buf[self.pos:at])
+                self.pos = at + len(marker)
                 return found
-            if len(self.buf) > limit:
+            if self.unread() > limit:
                 raise _Ended(True)
+            searched = max(0, self.unread() - len(marker) + 1)
             self.fill()
 
     def exactly(self, size: int) -> bytes:
-        while len(self.buf) < size:
+        while self.unread() < size:
             self.fill()
-        found, self.buf = self.buf[:size], self.buf[size:]
+        found = bytes(self.buf[self.pos:self.pos + size])
+        self.pos += size
         return found
 
     def rest(self) -> bytes:
@@ -137,12 +152,15 @@ class _Reader:
             while True:
                 self.fill()
         except _Ended:
-            return self.buf
+            return bytes(self.buf[self.pos:])
 
 
-def _read_answer(sock: socket.socket) -> tuple[int, bytes, bool]:
-    """(status, body, whether the connection may serve another request)."""
-    reader = _Reader(sock)
+#: interim (1xx) answers skipped before the final one, as Go's net/http Transport allows (max1xxResponses)
+_MAX_INTERIM = 5
+
+
+def _read_head(reader: _Reader) -> tuple[str, int, dict[str, str]]:
+    """The status line's version and code, and the header fields by lower-case name."""
     head = reader.until(b"\r\n\r\n").decode("latin-1").split("\r\n")
     version, _, rest = head[0].partition(" ")
     status = int(rest[:3])
@@ -150,9 +168,24 @@ def _read_answer(sock: socket.socket) -> tuple[int, bytes, bool]:
     for line in head[1:]:
         name, _, value = line.partition(":")
         fields[name.strip().lower()] = value.strip()
+    return version, status, fields
+
+
+def _read_answer(sock: socket.socket) -> tuple[int, bytes, bool]:
+    """(status, body, whether the connection may serve another request)."""
+    reader = _Reader(sock)
+    version, status, fields = _read_head(reader)
+    interim = 0
+    while 100 <= status < 200 and status != 101:  # 100 Continue, 103 Early Hints ...: the final answer follows
+        interim += 1
+        if interim > _MAX_INTERIM:
+            raise ValueError("too many 1xx informational responses")
+        version, status, fields = _read_head(reader)
     keep = version == "HTTP/1.1" and fields.get("connection", "").lower() != "close"
-    if status in (204, 304) or 100 <= status < 200:
-        return status, b"", keep
+    if status == 101:  # switching protocols, never asked for: the connection is no longer HTTP
+        return status, b"", False
+    if status in (204, 304):
+        return status, b"", keep and not reader.unread()
     if fields.get("transfer-encoding", "").lower() == "chunked":
         chunks = []
         while True:
@@ -163,10 +196,10 @@ def _read_answer(sock: socket.socket) -> tuple[int, bytes, bool]:
                 break
             chunks.append(reader.exactly(size))
             reader.exactly(2)
-        return status, b"".join(chunks), keep and not reader.buf
+        return status, b"".join(chunks), keep and not reader.unread()
     if "content-length" in fields:
         body = reader.exactly(int(fields["content-length"]))
-        return status, body, keep and not reader.buf
+        return status, body, keep and not reader.unread()
     return status, reader.rest(), False
 
 

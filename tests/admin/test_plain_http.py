@@ -97,3 +97,35 @@ def test_refused_timed_out_and_cut_off(client: PlainHTTP) -> None:
     with pytest.raises(AnswerFailed) as ended:
         client.get("127.0.0.1", cut.port, "/")
     assert not ended.value.timed_out
+
+
+def test_interim_answers_are_skipped_for_the_final_one(client: PlainHTTP) -> None:
+    continued = b"HTTP/1.1 100 Continue\r\n\r\n" + OK_LENGTH
+    hinted = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n" + CHUNKED
+    server = Scripted([continued, hinted, OK_LENGTH])
+    assert client.get("127.0.0.1", server.port, "/stats") == (200, b"hello")
+    assert client.get("127.0.0.1", server.port, "/stats") == (200, b"abcdefg")
+    assert client.get("127.0.0.1", server.port, "/stats") == (200, b"hello")  # nothing of the interims left over
+    assert server.connections == 1
+
+
+def test_too_many_interim_answers_fail(client: PlainHTTP) -> None:
+    server = Scripted([b"HTTP/1.1 100 Continue\r\n\r\n" * 6 + OK_LENGTH], per_connection=1)
+    with pytest.raises(AnswerFailed):
+        client.get("127.0.0.1", server.port, "/")
+
+
+def test_multi_megabyte_bodies_arrive_whole(client: PlainHTTP) -> None:
+    """A large /stats, by Content-Length and chunked, in many reads (the buffer is appended to, not rebuilt)."""
+    body = bytes(range(256)) * (6 * 4096)  # 6 MiB
+    by_length = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    piece = 100_000
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"".join(
+        b"%x\r\n" % len(body[at:at + piece]) + body[at:at + piece] + b"\r\n" for at in range(0, len(body), piece)
+    ) + b"0\r\n\r\n"
+    server = Scripted([by_length, chunked, TO_THE_END.replace(b"no such", body)])
+    for _ in range(3):
+        status, got = client.get("127.0.0.1", server.port, "/stats?format=json")
+        assert status in (200, 404)
+        assert len(got) == len(body)
+        assert got == body
