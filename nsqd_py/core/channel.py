@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 import gevent
 
+from ..config.options import TOPOLOGY_EXPERIMENT
 from ..config.queue_settings import REJECT_PUBLISH, QueueSettings, dead_letter_topic
-from .consumer import Consumer
+from .consumer import TOPOLOGY_REGION, TOPOLOGY_ZONE, Consumer
 from .e2e import E2ELatency
 from .errors import BackendError, ExitingError, MessageError
 from .message import Message, Parked, park, parked_delay, unpark
@@ -49,6 +50,7 @@ class Channel:
         "_queue",
         "_rr",
         "_seq",
+        "_topology",
         "_touched_heap",
         "dead_letter_count",
         "dropped_count",
@@ -56,17 +58,20 @@ class Channel:
         "ephemeral",
         "exiting",
         "expired_count",
+        "global_msg_count",
         "max_attempts",
         "max_depth",
         "message_count",
         "msg_ttl",
         "name",
         "paused",
+        "region_local_msg_count",
         "reject_publish",
         "requeue_count",
         "settings",
         "timeout_count",
         "topic",
+        "zone_local_msg_count",
     )
 
     def __init__(self, topic: Topic, name: str, nsqd: NSQD) -> None:
@@ -95,6 +100,12 @@ class Channel:
         self.message_count = 0
         self.requeue_count = 0
         self.timeout_count = 0
+        #: topology-aware consumption (nsqd master's experiment): nearest ready consumer first, deliveries counted by
+        #: how near their consumer is
+        self._topology = TOPOLOGY_EXPERIMENT in nsqd.opts.enable_experiment
+        self.zone_local_msg_count = 0
+        self.region_local_msg_count = 0
+        self.global_msg_count = 0
         #: FIN latencies, when --e2e-processing-latency-percentile is set
         self.e2e_latency = E2ELatency.for_options(nsqd.opts)
         #: the controls beyond nsqd set on this channel; the values in force are copied below by settings_changed
@@ -186,6 +197,8 @@ class Channel:
         limit = self._nsqd.opts.max_channel_consumers
         if limit and len(self._clients) >= limit:
             raise MessageError(f"consumers for {self.topic.name}:{self.name} exceeds limit of {limit}")
+        if self._topology:
+            client.topology = client.topology_of(self._nsqd.opts.topology_zone, self._nsqd.opts.topology_region)
         self._clients.append(client)
 
     def remove_client(self, client: Consumer) -> None:
@@ -274,6 +287,8 @@ class Channel:
     # ---- dispatch ------------------------------------------------------------------------------
 
     def _next_ready_client(self) -> Consumer | None:
+        if self._topology:
+            return self._nearest_ready_client()
         clients = self._clients
         n = len(clients)
         if n == 1:
@@ -284,6 +299,29 @@ class Channel:
             if client.is_ready():
                 return client
         return None
+
+    def _nearest_ready_client(self) -> Consumer | None:
+        """Round robin among the nearest ready consumers: the same zone, else the same region, else any, as Go
+        master's put() offers a message (a level counts only where nsqd has its --topology-zone or -region)."""
+        opts = self._nsqd.opts
+        levels = (TOPOLOGY_ZONE if opts.topology_zone else -1, TOPOLOGY_REGION if opts.topology_region else -1)
+        clients = self._clients
+        n = len(clients)
+        best: Consumer | None = None
+        best_rank = -1
+        best_at = self._rr
+        for step in range(1, n + 1):
+            at = (self._rr + step) % n
+            client = clients[at]
+            if not client.is_ready():
+                continue
+            rank = client.topology if client.topology in levels else 0
+            if rank > best_rank:
+                best, best_rank, best_at = client, rank, at
+                if rank == TOPOLOGY_ZONE:
+                    break
+        self._rr = best_at
+        return best
 
     def dispatch(self) -> None:
         """Hand queued messages to ready consumers until either runs out."""
@@ -322,6 +360,8 @@ class Channel:
         if msg.id in self._in_flight or msg.id in self._deferred:
             self._release_token(msg)  # a duplicate (redelivery after a crash): the live copy stands for it
             return
+        if self._topology:
+            self._count_topology(client)
         now = time.monotonic()
         timeout = client.msg_timeout
         msg.attempts += 1
@@ -336,6 +376,14 @@ class Channel:
         client.in_flight_count += 1
         client.message_count += 1
         client.send_message(msg)
+
+    def _count_topology(self, client: Consumer) -> None:
+        if client.topology == TOPOLOGY_ZONE:
+            self.zone_local_msg_count += 1
+        elif client.topology == TOPOLOGY_REGION:
+            self.region_local_msg_count += 1
+        else:
+            self.global_msg_count += 1
 
     # ---- FIN / REQ / TOUCH --------------------------------------------------------------------
 

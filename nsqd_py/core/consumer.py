@@ -18,6 +18,11 @@ STATE_CONNECTED = 2
 STATE_SUBSCRIBED = 3
 STATE_CLOSING = 4
 
+# How near a client is to nsqd, for topology-aware consumption (nsqd master): the channel prefers the nearest.
+TOPOLOGY_GLOBAL = 0
+TOPOLOGY_REGION = 1
+TOPOLOGY_ZONE = 2
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # mypyc: a unit test subclasses it (CONTRIBUTING.md)
 class Consumer:
@@ -36,6 +41,7 @@ class Consumer:
         "requeue_count",
         "sample_rate",
         "state",
+        "topology",
     )
 
     def __init__(self) -> None:
@@ -49,9 +55,16 @@ class Consumer:
         self.msg_timeout = 60.0
         #: 0 = every message; 1..99 = deliver roughly that percentage, drop the rest
         self.sample_rate = 0
+        #: with topology-aware consumption, how near nsqd its channel found it at SUB (TOPOLOGY_*)
+        self.topology = TOPOLOGY_GLOBAL
 
     def is_ready(self) -> bool:
         return self.state == STATE_SUBSCRIBED and self.in_flight_count < self.ready_count
+
+    def topology_of(self, zone: str, region: str) -> int:
+        """How near this client says it is to an nsqd in ``zone`` and ``region`` (TOPOLOGY_*): as Go master's
+        messagePump judges it, the same zone, else the same region, else global."""
+        return TOPOLOGY_GLOBAL
 
     def send_message(self, msg: Message) -> None:
         raise NotImplementedError

@@ -112,8 +112,7 @@ def topic_stats(topic: Topic, channel_rows: list[Stats], quantiles: Sequence[flo
 
 def channel_stats(channel: Channel, quantiles: Sequence[float], topic_filter: str = "",
                   describe: DescribeClient | None = None) -> Stats:
-    """One channel row. nsqd (HEAD) also has zone/region/global message counts here, left out when 0;
-    the core does not count them, so they are always left out."""
+    """One channel row; with topology-aware consumption also nsqd master's zone/region/global counts."""
     clients = channel.clients
     return _with_settings(channel, CHANNEL, {
         "channel_name": channel.name,
@@ -122,6 +121,7 @@ def channel_stats(channel: Channel, quantiles: Sequence[float], topic_filter: st
         "in_flight_count": channel.in_flight_count(),
         "deferred_count": channel.deferred_count(),
         "message_count": channel.message_count,
+        **_topology_counts(channel),
         "requeue_count": channel.requeue_count,
         "timeout_count": channel.timeout_count,
         "client_count": len(clients),
@@ -129,6 +129,14 @@ def channel_stats(channel: Channel, quantiles: Sequence[float], topic_filter: st
         "paused": channel.paused,
         "e2e_processing_latency": channel_e2e_latency(channel, quantiles),
     })
+
+
+def _topology_counts(channel: Channel) -> Stats:
+    """nsqd master's topology counters, each left out while 0 (`omitempty`): so always, without the experiment."""
+    counts = (("zone_local_msg_count", channel.zone_local_msg_count),
+              ("region_local_msg_count", channel.region_local_msg_count),
+              ("global_msg_count", channel.global_msg_count))
+    return {key: value for key, value in counts if value}
 
 
 def _with_settings(queue: Topic | Channel, scope: str, row: Stats) -> Stats:

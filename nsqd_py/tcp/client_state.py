@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..core.consumer import Consumer
+from ..core.consumer import TOPOLOGY_GLOBAL, TOPOLOGY_REGION, TOPOLOGY_ZONE, Consumer
 from .client_fields import STATE_FIELDS, STATE_SLOTS
 
 if TYPE_CHECKING:
@@ -56,6 +56,12 @@ class ClientState(Consumer):
         self.msg_timeout = msg_timeout
         self.channel: Channel | None = None
         self.pub_counts = {}
+
+    def topology_of(self, zone: str, region: str) -> int:
+        # Go master compares the two as they are: a client and an nsqd that both leave a zone unset are zone-local
+        if self.topology_zone == zone:
+            return TOPOLOGY_ZONE
+        return TOPOLOGY_REGION if self.topology_region == region else TOPOLOGY_GLOBAL
 
     def published(self, topic: str, count: int) -> None:
         self.pub_counts[topic] = self.pub_counts.get(topic, 0) + count
