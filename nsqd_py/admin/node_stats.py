@@ -18,6 +18,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..config.queue_settings import counters_of
+
 Stats = dict[str, Any]
 
 
@@ -98,6 +100,16 @@ def channel_from_nsqd(raw: dict[str, Any], node: str, hostname: str, topic: str)
     stats["clients"] = None if clients is None else [client_from_nsqd(c, node) for c in clients]
     stats["paused"] = raw.get("paused") is True
     stats["e2e_processing_latency"] = e2e_from_nsqd(raw.get("e2e_processing_latency"))
+    return _with_controls(stats, raw)
+
+
+def _with_controls(stats: Stats, raw: dict[str, Any]) -> Stats:
+    """The controls beyond nsqd a node reports on a row (its `"settings"` and their counters), only where it has
+    them: a row without them stays Go nsqadmin's."""
+    settings = raw.get("settings")
+    if isinstance(settings, dict) and settings:
+        stats["settings"] = settings
+        stats["control_counts"] = {counter: _int(raw, counter) for counter in counters_of(settings)}
     return stats
 
 
@@ -111,7 +123,7 @@ def topic_from_nsqd(raw: dict[str, Any], node: str, hostname: str) -> Stats:
     stats["channels"] = None if channels is None else [
         channel_from_nsqd(c, node, hostname, stats["topic_name"]) for c in channels]
     stats["e2e_processing_latency"] = e2e_from_nsqd(raw.get("e2e_processing_latency"))
-    return stats
+    return _with_controls(stats, raw)
 
 
 def by_hostname(items: list[Stats]) -> list[Stats]:
