@@ -23,6 +23,8 @@ def create_app(ctx: ServerContext, tls_enabled: bool = False) -> WSGIApp:
         from .routes import tls_required_app
 
         return tls_required_app(ctx)
+    # Shortcuts (shortcuts.py) answers POST /pub and GET /ping itself; the rest goes to _routes_app below
+    # (routes.py routes_app), built at the first such request
     return Shortcuts(ctx.nsqd, functools.partial(_routes_app, ctx))
 
 

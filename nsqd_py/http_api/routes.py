@@ -42,6 +42,8 @@ def tls_required_app(ctx: ServerContext) -> falcon.App:
 
 
 def routes_app(ctx: ServerContext, middleware: list[object] | None = None) -> falcon.App:
+    """Every route of nsqd's API but the shortcuts' two: the table below maps a path to its handler class (its
+    on_get / on_post, or on_<method>_<suffix>); web/router.py matches and calls them, Go's httprouter rules."""
     nsqd = ctx.nsqd
     app = falcon_app(Router(nsqd.logger, internal_errors=(BackendError,)), middleware or [])
     app.add_route("/ping", Ping(nsqd), plain=True)

@@ -35,15 +35,18 @@ class Shortcuts:
         query: str = environ["QUERY_STRING"]
         if path == "/pub" and method == "POST" and is_plain(query):
             length = environ.get("CONTENT_LENGTH")
+            # call_v1 (web/responses.py) calls http_api/pub.py pub(nsqd, length, input, query) in Go's envelope
             answer = call_v1(self._nsqd.logger, pub, self._nsqd, int(length) if length else None,
                              environ["wsgi.input"], query)
         elif path == "/ping" and method == "GET" and not query:
             start = time.perf_counter_ns()
-            answer = call_plain_text(self._nsqd.logger, ping, self._nsqd)
+            answer = call_plain_text(self._nsqd.logger, ping, self._nsqd)  # -> http_api/ping.py ping(nsqd)
             log_access(self._nsqd.logger, int(answer[0].partition(" ")[0]), "GET", environ, start)
         else:
             if self._app is None:  # not a property: mypyc miscompiled it (CONTRIBUTING.md, "Compiled modules")
+                # make_app is http_api/app.py's _routes_app -> http_api/routes.py routes_app: the Falcon app
                 self._app = self._make_app()
+            # every other route: http_api/routes.py routes_app's add_route table names each handler class
             return self._app(environ, start_response)
         status, headers, body = answer
         start_response(status, headers)
