@@ -52,6 +52,7 @@ COMPILED_MODULES = [
     "nsqd_py/http_api/body.py",
     "nsqd_py/http_api/params.py",
     "nsqd_py/web/responses.py",
+    "nsqd_py/web/params.py",
 ]
 
 

@@ -17,10 +17,12 @@ def main(argv: list[str] | None = None) -> None:
     from nsqd_py.admin.options import parse_options
     from nsqd_py.config.options import parsed_or_exit
     from nsqd_py.daemon import service
+    from nsqd_py.runtime.compiled_build import warn_if_stale
     from nsqd_py.runtime.log import Logger
 
     opts = parsed_or_exit(parse_options, args, "nsqadmin")
     logger = Logger(opts.log_prefix, opts.log_level)
+    warn_if_stale(logger)
     try:
         service.run(NSQAdmin(opts, logger))
     except AdminStartupError as err:

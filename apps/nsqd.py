@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 from nsqd_py.runtime.version import exit_if_only_version
@@ -18,15 +17,12 @@ def main(argv: list[str] | None = None) -> None:
     from nsqd_py.core.nsqd import StartupError
     from nsqd_py.daemon import service
     from nsqd_py.daemon.program import NSQDProgram
-    from nsqd_py.runtime.compiled_build import start_up_warning
+    from nsqd_py.runtime.compiled_build import warn_if_stale
     from nsqd_py.runtime.log import Logger
-    from nsqd_py.runtime.pure_python import pure_requested
 
     opts = options_or_exit(args)
     logger = Logger(opts.log_prefix, opts.log_level)
-    warning = start_up_warning(pure_requested(os.environ))
-    if warning is not None:
-        logger.warn(warning)
+    warn_if_stale(logger)
     try:
         service.run(NSQDProgram(opts, logger))
     except StartupError as err:

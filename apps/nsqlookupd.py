@@ -19,10 +19,12 @@ def main(argv: list[str] | None = None) -> None:
     from nsqd_py.daemon import service
     from nsqd_py.lookupd.nsqlookupd import LookupdStartupError, NSQLookupd
     from nsqd_py.lookupd.options import parse_options
+    from nsqd_py.runtime.compiled_build import warn_if_stale
     from nsqd_py.runtime.log import Logger
 
     opts = parsed_or_exit(parse_options, args, "nsqlookupd")
     logger = Logger(opts.log_prefix, opts.log_level)
+    warn_if_stale(logger)
     try:
         service.run(NSQLookupd(opts, logger))
     except LookupdStartupError as err:

@@ -15,10 +15,11 @@ from ..core.errors import BackendError, ExitingError, QueueFullError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..go.durations import MILLISECOND
+from ..web.params import BOOL_PARAMS, Query, first, query_args, request_query
 from ..web.responses import APIError
 from ..wire.names import is_valid_name
 from .body import BodyStream, read_body, read_body_until_broken
-from .params import BOOL_PARAMS, Query, first, get_topic, query_args, request_query, topic_from_query
+from .params import get_topic, topic_from_query
 
 if TYPE_CHECKING:
     import falcon

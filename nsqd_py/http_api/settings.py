@@ -22,8 +22,8 @@ from ..config.queue_settings import (
 )
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
+from ..web.params import request_query, required_arg, topic_channel_args
 from ..web.responses import APIError
-from .params import request_query, required_arg, topic_channel_args
 from .topics import existing_topic
 
 

@@ -13,7 +13,7 @@ from ..core import stats
 from ..core.nsqd import NSQD
 from ..runtime.version import NSQ_VERSION
 from ..tcp.client_stats import client_stats
-from .params import bool_param, first, request_query
+from ..web.params import bool_param, first, request_query
 from .stats_text import render_stats
 
 

@@ -13,8 +13,9 @@ import falcon
 from ..core.channel import Channel
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
+from ..web.params import request_query, required_arg, topic_channel_args
 from ..web.responses import APIError
-from .params import request_query, required_arg, topic_channel_args, topic_from_query
+from .params import topic_from_query
 
 
 def _topic_name(req: falcon.Request, validate: bool) -> str:

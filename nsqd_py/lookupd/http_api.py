@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import falcon
 
-from ..http_api.params import required_arg, topic_channel_args
 from ..runtime.version import NSQ_VERSION
+from ..web.params import required_arg, topic_channel_args
 from ..web.responses import APIError
 from ..web.router import Router, falcon_app
 from ..wire.names import is_valid_name

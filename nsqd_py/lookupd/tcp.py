@@ -19,9 +19,8 @@ from gevent.server import StreamServer
 
 from ..go.durations import format_duration
 from ..go.gojson import decode_struct
-from ..runtime.listen import display_address
+from ..runtime.listen import display_address, peer_address
 from ..runtime.version import NSQ_VERSION
-from ..tcp.server import peer_address
 from ..wire.names import is_valid_name
 from .registration_db import PeerInfo, Registration
 

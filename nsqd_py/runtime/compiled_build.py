@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import Any
 
 RECORD_NAME = "compiled_sources.txt"
 #: the directory holding the nsqd_py package (a checkout's root, or site-packages)
@@ -81,3 +82,13 @@ def start_up_warning(pure: bool, root: str | os.PathLike[str] = PACKAGE_ROOT) ->
         return None
     stale = stale_modules(root)
     return stale_message(stale) if stale else None
+
+
+def warn_if_stale(logger: Any) -> None:
+    """Log start_up_warning's text, if any, on a daemon's logger (nsqd, nsqlookupd and nsqadmin all load compiled
+    modules)."""
+    from .pure_python import pure_requested  # here: setup.py loads this module by path, with no package
+
+    warning = start_up_warning(pure_requested(os.environ))
+    if warning is not None:
+        logger.warn(warning)

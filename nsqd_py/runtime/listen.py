@@ -101,3 +101,13 @@ def port_of(sock: socket.socket) -> int:
     if sock.family == socket.AF_UNIX:
         return -1
     return sock.getsockname()[1]
+
+
+def peer_address(sock: socket.socket, address: object) -> str:
+    """`ip:port` as nsqd and nsqlookupd print a remote address (`@` for a unix socket peer, like Go)."""
+    if sock.family == socket.AF_UNIX:
+        return "@"
+    host, port = address[:2]  # type: ignore[index]
+    if host.startswith("::ffff:"):
+        host = host[7:]
+    return join_host_port(host, port)

@@ -9,8 +9,7 @@ import struct
 from gevent.server import StreamServer
 
 from ..cluster.context import ServerContext
-from ..go.gocompat import join_host_port
-from ..runtime.listen import display_address, remove_socket_file, unix_path
+from ..runtime.listen import display_address, peer_address, remove_socket_file, unix_path
 from ..runtime.log import Logger
 from ..runtime.outbox import Outbox
 from .client import ClientV2
@@ -18,16 +17,6 @@ from .protocol import ProtocolV2
 
 _BAD_PROTOCOL_FRAME = struct.pack(">ii", 4 + len(b"E_BAD_PROTOCOL"), 1) + b"E_BAD_PROTOCOL"
 _MAGIC_V2 = b"  V2"
-
-
-def peer_address(sock: socket.socket, address: object) -> str:
-    """`ip:port` as nsqd prints a remote address (`@` for a unix socket peer, like Go)."""
-    if sock.family == socket.AF_UNIX:
-        return "@"
-    host, port = address[:2]  # type: ignore[index]
-    if host.startswith("::ffff:"):
-        host = host[7:]
-    return join_host_port(host, port)
 
 
 class TCPServer:

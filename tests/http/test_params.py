@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsqd_py.http_api.params import parse_query
+from nsqd_py.web.params import parse_query
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

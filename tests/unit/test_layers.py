@@ -18,8 +18,8 @@ APPS = PACKAGE.parent / "apps"  # installed as nsqd_py.apps
 #: under everything; http_server/ is the HTTP/1.1 transport, which knows nothing of the broker; web/ the response
 #: envelope and router every HTTP API here shares (Go's internal/http_api); config/ is the
 #: options every layer reads; core/ is the broker; cluster/ its surroundings and the context the front doors share;
-#: tcp/ and http_api/ are the front doors (lookupd reuses both, and the transport); daemon/ assembles the process,
-#: and nothing but the executables imports it.
+#: tcp/ and http_api/ are the front doors (lookupd, beside them, stands on the transport and web/ only); daemon/
+#: assembles the process, and nothing but the executables imports it.
 SERVER = ("go", "runtime", "wire", "http_server", "web", "config", "core", "cluster", "tcp", "http_api", "lookupd",
           "daemon")
 #: the client side (the blocking client, the tools, Spark) stands on the bottom three and never on the server.
@@ -28,6 +28,9 @@ CLIENT_BASE = ("go", "runtime", "wire")
 ALLOWED: dict[str, frozenset[str]] = {
     **{part: frozenset(SERVER[:level]) for level, part in enumerate(SERVER)},
     "wire": frozenset(),  # what client and server both speak: it imports nothing of ours
+    #: nsqlookupd: a daemon of its own over the transport and the HTTP API's shared parts; nothing of nsqd's broker,
+    #: its surroundings or its front doors
+    "lookupd": frozenset(("go", "runtime", "wire", "http_server", "web", "config")),
     "client": frozenset(CLIENT_BASE),
     "tools": frozenset((*CLIENT_BASE, "client")),
     "spark": frozenset((*CLIENT_BASE, "client")),
@@ -199,3 +202,4 @@ def test_a_test_that_checks_nothing_is_caught(tmp_path: Path) -> None:
                       "def test_checks():\n    expect_ok(1)\n\n"
                       "def test_only_runs():\n    print('no check')\n")
     assert unchecking_tests([sample]) == ["test_only_runs"]
+
