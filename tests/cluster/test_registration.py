@@ -67,7 +67,8 @@ def test_killed_nsqd_leaves_lookup(lookupd_factory: LookupdFactory, cluster_nsqd
     first, second = cluster_nsqd(lookupd), cluster_nsqd(lookupd)
     for nsqd in (first, second):
         _post(nsqd, "/topic/create", topic="kill")
-    wait_until(lambda: lookupd.producer_ports("kill") == {first.tcp_port, second.tcp_port})
+    # 30 s: two nsqds registering under the suite's full load (four workers beside Spark's JVMs) once took over 10
+    wait_until(lambda: lookupd.producer_ports("kill") == {first.tcp_port, second.tcp_port}, timeout=30)
     first.stop(sig=signal.SIGKILL)
     wait_until(lambda: lookupd.producer_ports("kill") == {second.tcp_port}, timeout=5)
     assert [n["tcp_port"] for n in lookupd.get("/nodes").json()["producers"]] == [second.tcp_port]
