@@ -14,6 +14,7 @@ the fixtures `nsqd` and `nsqlookupd`.
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import shutil
@@ -25,7 +26,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -59,6 +59,29 @@ def free_port() -> int:
                 continue
             return sock.getsockname()[1]
     raise OSError("no free port found")
+
+
+def _request(method: str, url: str, timeout: float, body: bytes | None = None) -> bytes:
+    """The answer's body, through urllib3 (imported here: the plugin stays light), on a pool of its own. Failures
+    are those of urllib.request, which this module used before, so that callers' handlers still match: HTTPError
+    for a status of 400 or more, URLError (an OSError) when the server cannot be reached. No retries; redirects
+    are followed (10 at most, as urllib.request did)."""
+    import urllib3
+
+    try:
+        with urllib3.PoolManager(timeout=timeout, retries=urllib3.Retry(total=None, connect=0, read=False, status=0,
+                                                                        other=0, redirect=10)) as pool:
+            resp = pool.request(method, url, body=body)
+    except urllib3.exceptions.HTTPError as err:
+        raise urllib.error.URLError(err) from err
+    if resp.status >= 400:
+        import email.message
+
+        headers = email.message.Message()
+        for name, value in resp.headers.items():
+            headers[name] = value
+        raise urllib.error.HTTPError(url, resp.status, resp.reason or "", headers, io.BytesIO(resp.data))
+    return resp.data
 
 
 class _Server:
@@ -140,8 +163,8 @@ class _Server:
             self._connect_tcp()
             if self.http_port is None:
                 return True
-            with urllib.request.urlopen(f"{self.http_url}/ping", timeout=1):
-                return True
+            _request("GET", f"{self.http_url}/ping", timeout=1)
+            return True
         except urllib.error.HTTPError:
             return True
         except OSError:
@@ -217,10 +240,8 @@ class NsqdServer(_Server):
             path, data = "/mpub", b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
             data = len(bodies).to_bytes(4, "big") + data
             query += "&binary=true"
-        request = urllib.request.Request(f"{self.http_url}{path}?{query}", data=data, method="POST")
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            if reply.read() != b"OK":
-                raise RuntimeError(f"nsqd did not acknowledge the publish to {topic}")
+        if _request("POST", f"{self.http_url}{path}?{query}", timeout=10, body=data) != b"OK":
+            raise RuntimeError(f"nsqd did not acknowledge the publish to {topic}")
 
     def consume(self, topic: str, channel: str, count: int, timeout: float = 10.0) -> list[bytes]:
         """Subscribe, FIN and return the bodies of ``count`` messages (TimeoutError if fewer arrive in time)."""
@@ -244,9 +265,8 @@ class NsqdServer(_Server):
     def delete_topic(self, topic: str) -> None:
         """POST /topic/delete: the topic, its channels and messages go; a topic that was never made is fine."""
         query = urllib.parse.urlencode({"topic": topic})
-        request = urllib.request.Request(f"{self.http_url}/topic/delete?{query}", data=b"", method="POST")
         try:
-            urllib.request.urlopen(request, timeout=10).close()
+            _request("POST", f"{self.http_url}/topic/delete?{query}", timeout=10, body=b"")
         except urllib.error.HTTPError as err:
             if err.code != 404:
                 raise
@@ -254,8 +274,7 @@ class NsqdServer(_Server):
     def stats(self, topic: str = "", **params: str) -> dict:
         """/stats as JSON (for ``topic`` only when given; ``params``: more of its parameters, `channel=...`)."""
         query = urllib.parse.urlencode({"format": "json", **({"topic": topic} if topic else {}), **params})
-        with urllib.request.urlopen(f"{self.http_url}/stats?{query}", timeout=10) as reply:
-            return json.loads(reply.read())
+        return json.loads(_request("GET", f"{self.http_url}/stats?{query}", timeout=10))
 
 
 class LookupdServer(_Server):

@@ -6,11 +6,14 @@ permissions `subscribe` / `publish`. Regexes match anywhere in the name (Go's Ma
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import gevent
 import orjson
@@ -88,32 +91,52 @@ class AuthServers:
         raise error
 
     def _query_one(self, address: str, remote_ip: str, tls: bool, common_name: str, secret: bytes) -> AuthState:
-        import requests  # here, not at the top: it costs start-up ~40 ms, and most nsqd have no auth server
+        """One query, on a pool of its own as requests.get had: with no retries, a kept-alive connection the server
+        closed meanwhile would fail it. Redirects are followed (30 at most, as requests did)."""
+        import urllib3  # here, not at the top: it costs start-up time, and most nsqd have no auth server
 
         endpoint = address if "://" in address else f"http://{address}/auth"
         params: dict[str, str | bytes] = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
                                           "tls": "true" if tls else "false"}
         headers = {"Accept": NSQ_ACCEPT}
-        timeout = (self.connect_timeout, self.request_timeout)
+        pool = urllib3.PoolManager(timeout=urllib3.Timeout(connect=self.connect_timeout, read=self.request_timeout),
+                                   retries=urllib3.Retry(total=None, connect=0, read=False, status=0, other=0,
+                                                         redirect=30),
+                                   **_ca_bundle())
         # like Go's http.Client.Timeout the limit covers the whole exchange, not each read
         deadline = gevent.Timeout(self.request_timeout, AuthError(f"request timed out after {self.request_timeout}s"))
         try:
-            with deadline:
+            with deadline, pool:
                 if self.method == "post":
                     body = {key: [value.decode("utf-8", "replace") if isinstance(value, bytes) else value]
                             for key, value in params.items()}
-                    resp = requests.post(endpoint, json=body, headers=headers, timeout=timeout)
+                    resp = pool.request("POST", endpoint, body=orjson.dumps(body),
+                                        headers={**headers, "Content-Type": "application/json"})
                 else:
-                    resp = requests.get(endpoint, params=params, headers=headers, timeout=timeout)
-                text = resp.text
-        except requests.RequestException as err:
+                    resp = pool.request("GET", _with_query(endpoint, params), headers=headers)
+        except urllib3.exceptions.HTTPError as err:
             raise AuthError(str(err)) from None
-        if resp.status_code != 200:
-            raise AuthError(f"got response {resp.status_code} {text!r}")
+        if resp.status != 200:
+            raise AuthError(f"got response {resp.status} {resp.data.decode('utf-8', 'replace')!r}")
         try:
-            return parse_auth_reply(orjson.loads(text), self.clock())
+            return parse_auth_reply(orjson.loads(resp.data), self.clock())
         except ValueError as err:
             raise AuthError(str(err)) from None
+
+
+def _with_query(url: str, params: dict[str, str | bytes]) -> str:
+    """``url`` with ``params`` encoded after the query it has (bytes percent-encoded as they are)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(query="&".join(q for q in (parts.query, urlencode(params)) if q)))
+
+
+def _ca_bundle() -> dict[str, Any]:
+    """The CA certificates requests verified auth servers with: $REQUESTS_CA_BUNDLE or $CURL_CA_BUNDLE, else
+    certifi's (a directory is passed as one)."""
+    import certifi  # with urllib3: only when a server is asked
+
+    path = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or certifi.where()
+    return {"ca_cert_dir": path} if os.path.isdir(path) else {"ca_certs": path}
 
 
 def parse_auth_reply(data: object, now: float) -> AuthState:

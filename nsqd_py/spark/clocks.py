@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import requests
+import urllib3
 
 from ..client.errors import HTTPError
 from ..client.http import endpoint
 from .discovery import parallel
-from .planner import UnreachableError
+from .planner import UnreachableError, http_pool
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,8 @@ def _measure_call(http: str, timeout: tuple[float, float], stop_at: float) -> Ca
 def measure(http: str, timeout: tuple[float, float], stop_at: float) -> ClockOffset:
     """Ask nsqd's `/ping` until the second in its Date changes, or until ``stop_at`` (time.monotonic())."""
     url = endpoint(http, "/ping")
-    with requests.Session() as session:
-        answer = _ask(session, url, timeout)
+    with http_pool(timeout) as pool:
+        answer = _ask(pool, url)
         if answer is None:
             log.warning("nsqd %s sends no Date header: availableNow takes its clock as the driver's (keep them in "
                         "step with NTP)", http)
@@ -84,7 +84,7 @@ def measure(http: str, timeout: tuple[float, float], stop_at: float) -> ClockOff
         offset, first = ClockOffset.of(*answer), answer[0]
         while time.monotonic() < stop_at:
             time.sleep(_ASK_INTERVAL)
-            answer = _ask(session, url, timeout)
+            answer = _ask(pool, url)
             if answer is None:
                 raise HTTPError(f"GET {url}: an answer without a Date header")
             offset = offset.narrowed(ClockOffset.of(*answer))
@@ -95,13 +95,13 @@ def measure(http: str, timeout: tuple[float, float], stop_at: float) -> ClockOff
     return offset
 
 
-def _ask(session: requests.Session, url: str, timeout: tuple[float, float]) -> tuple[int, int, int] | None:
+def _ask(pool: urllib3.PoolManager, url: str) -> tuple[int, int, int] | None:
     """The second of the answer's Date, and the driver's ns when the ask was sent and the answer came; None without
     a Date. Any status does (nsqd answers 403 to plain HTTP when it requires TLS, with a Date all the same)."""
     sent = time.time_ns()
     try:
-        resp = session.get(url, timeout=timeout)
-    except requests.RequestException as err:
+        resp = pool.request("GET", url)
+    except urllib3.exceptions.HTTPError as err:
         raise HTTPError(f"GET {url} failed - {err}") from err
     received = time.time_ns()
     try:

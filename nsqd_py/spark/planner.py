@@ -21,8 +21,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
-import requests
+import certifi
+import urllib3
 
 from ..client.connection import split_address
 from ..client.errors import HTTPError
@@ -225,12 +227,26 @@ def _channel_state(node: _Node, topic: str, channel: str, stats: dict[str, Any] 
 def _post(http: str, path: str, timeout: tuple[float, float], topic: str, channel: str = "") -> None:
     url = endpoint(http, path)
     params = {"topic": topic, "channel": channel} if channel else {"topic": topic}
+    target = f"{url}?{urlencode(params)}"
     try:
-        resp = requests.post(url, params=params, timeout=timeout)
-    except requests.RequestException as err:
+        with http_pool(timeout) as pool:
+            resp = pool.request("POST", target)
+    except urllib3.exceptions.HTTPError as err:
         raise HTTPError(f"POST {url} failed - {err}") from err
-    if resp.status_code != 200:
-        raise HTTPError(f"POST {resp.url} got status {resp.status_code}: {resp.text.strip()}", resp.status_code)
+    if resp.status != 200:
+        raise HTTPError(f"POST {target} got status {resp.status}: {resp.data.decode('utf-8', 'replace').strip()}",
+                        resp.status)
+
+
+def http_pool(timeout: tuple[float, float]) -> urllib3.PoolManager:
+    """A pool for one call or one series of calls, behaving as the requests calls it replaced: (connect, read)
+    ``timeout``, no retries, redirects followed (30 at most), certificates checked against requests' CA bundle
+    ($REQUESTS_CA_BUNDLE or $CURL_CA_BUNDLE, else certifi's), as client/http.py's calls to the same nsqd check them."""
+    path = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or certifi.where()
+    tls: dict[str, Any] = {"ca_cert_dir": path} if os.path.isdir(path) else {"ca_certs": path}
+    return urllib3.PoolManager(timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+                               retries=urllib3.Retry(total=None, connect=0, read=False, status=0, other=0, redirect=30),
+                               **tls)
 
 
 def skip_backlog(opts: ReadOptions) -> None:
