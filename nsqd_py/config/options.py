@@ -238,6 +238,9 @@ class Options:
     msg_ttl: int = queue_setting("msg_ttl", DURATION)
     max_attempts: int = queue_setting("max_attempts", INT)
     dead_letter_topic: str = queue_setting("dead_letter_topic", STRING)
+    # Beyond nsqd, process-wide: deferred messages keep their due time on disk (core/disk/deferred_store.py)
+    persist_deferred: bool = setting("persist-deferred", BOOL, False, "keep deferred messages (DPUB, REQ with a "
+        "delay) on disk with their due time, so restarts and crashes keep it (beyond nsqd)")
 
     config: str = setting("config", STRING, "", "path to config file", key=None)
     show_version: bool = setting("version", BOOL, False, "print version string", key=None)

@@ -13,13 +13,14 @@ import itertools
 import random
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent
 
 from ..config.options import TOPOLOGY_EXPERIMENT
 from ..config.queue_settings import REJECT_PUBLISH, QueueSettings, dead_letter_topic
 from .consumer import TOPOLOGY_REGION, TOPOLOGY_ZONE, Consumer
+from .disk.deferred_store import DeferredStore
 from .e2e import E2ELatency
 from .errors import BackendError, ExitingError, MessageError
 from .message import Message, Parked, park, parked_delay, unpark
@@ -50,6 +51,9 @@ class Channel:
         "_queue",
         "_rr",
         "_seq",
+        "_shadow_reads",
+        "_shadowed",
+        "_store",
         "_topology",
         "_touched_heap",
         "dead_letter_count",
@@ -94,6 +98,11 @@ class Channel:
         self._deferred: dict[bytes, Message] = {}
         self._deferred_heap: list[tuple[float, int, Message]] = []
         self._seq = itertools.count()
+        #: --persist-deferred: the deferred messages on disk with their due times (disk/deferred_store.py); the ids
+        #: it loaded, whose copies flushed to the disk queue at the last shutdown are among its first reads
+        self._store: DeferredStore | None = None
+        self._shadowed: set[bytes] = set()
+        self._shadow_reads = 0
         self._dispatching = False
         self.paused = False
         self.exiting = False
@@ -124,6 +133,8 @@ class Channel:
         self._dead_letters_moving: set[gevent.Greenlet] = set()
         self.dead_letter_count = 0
         self.settings_changed()
+        if nsqd.opts.persist_deferred and not self.ephemeral:
+            self._open_store()
 
     # ---- introspection (stats) ----------------------------------------------------------------
 
@@ -172,6 +183,8 @@ class Channel:
             msg = self._queue.pop()
             if msg is None:
                 break
+            if self._shadow_reads and self._shadowed_copy(msg):
+                continue
             self._release_token(msg)
             dropped += 1
         self._dropped(dropped)
@@ -218,7 +231,8 @@ class Channel:
 
         With --mem-queue-size=0 every message goes through the disk queue first, so nothing a
         publisher was told OK about lives only in memory; a DPUB delay is then lost, as in nsqd
-        (#1375), because a deferred message held only in memory would not survive a crash.
+        (#1375), because a deferred message held only in memory would not survive a crash - unless
+        --persist-deferred keeps it on disk, delay and all.
         """
         self.message_count += 1
         if self.max_depth and not self.reject_publish and self.held_count() >= self.max_depth and \
@@ -226,16 +240,16 @@ class Channel:
             self._dropped(1)  # the limit is all in flight or deferred: the new message is the oldest queued
             return
         mem_size = self._mem_size
-        if mem_size:
+        if mem_size or self._store is not None:
             delay = parked_delay(parked)
             if delay:
                 self._start_deferred(unpark(parked), delay)
                 return
-            if not self.paused and not self._dispatching and not self._queue:
-                client = self._next_ready_client()
-                if client is not None:
-                    self._deliver(client, unpark(parked))
-                    return
+        if mem_size and not self.paused and not self._dispatching and not self._queue:
+            client = self._next_ready_client()
+            if client is not None:
+                self._deliver(client, unpark(parked))
+                return
         self._enqueue_parked(parked)
         if not mem_size:
             self.dispatch()
@@ -337,6 +351,8 @@ class Channel:
                 msg = self._queue.pop()
                 if msg is None:
                     return
+                if self._shadow_reads and self._shadowed_copy(msg):
+                    continue
                 self._deliver(client, msg)
                 delivered += 1
                 if delivered % _YIELD_EVERY == 0:
@@ -464,8 +480,79 @@ class Channel:
         self._release_token(msg)
 
     def _start_deferred(self, msg: Message, delay: float) -> None:
+        store = self._store
+        if store is not None:
+            try:
+                store.add(time.time_ns() + int(delay * 1e9), msg.encode())
+            except BackendError as err:
+                self._write_failed(err)  # deferred in memory only, as in nsqd; at --sync-every=1 its DPUB fails
+            else:
+                token = msg.token
+                if token is not None:  # a REQ of a message read from disk: its record goes once the store has it
+                    msg.token = None
+                    store.when_durable(lambda: self._queue.ack(token))
         self._deferred[msg.id] = msg
         heapq.heappush(self._deferred_heap, (time.monotonic() + delay, next(self._seq), msg))
+
+    # ---- deferred messages on disk (beyond nsqd: --persist-deferred) -----------------------------
+
+    def _open_store(self) -> None:
+        """Open the channel's deferred store and defer again what it holds, each until its own due time."""
+        store = DeferredStore(f"{self.topic.name}:{self.name}", self._nsqd.data_path, self._nsqd.logger,
+                              self._nsqd.acks)
+        try:
+            entries = store.load()
+        except OSError as err:
+            self._nsqd.logger.error(f"CHANNEL({self.name}): failed to load deferred messages - {err}")
+            return
+        self._store = store
+        now_wall, now = time.time_ns(), time.monotonic()
+        heap = self._deferred_heap
+        for due, record in entries:
+            msg = unpark(record)
+            self._deferred[msg.id] = msg
+            heap.append((now + (due - now_wall) / 1e9, next(self._seq), msg))
+        heapq.heapify(heap)
+        if store.needs_compaction():
+            store.compact(self._deferred_entries())
+        if entries and self._queue.backend_depth():
+            # the last clean shutdown also wrote these to the disk queue, for Go nsqd: those copies are not new
+            self._shadowed = set(self._deferred)
+            self._shadow_reads = self._queue.backend_depth()
+
+    def _shadowed_copy(self, msg: Message) -> bool:
+        """Whether ``msg``, read from the disk queue, is the flushed copy of a message the store holds (then it is
+        dropped). Only the records on disk at start-up can be: they are the first ``_shadow_reads`` reads."""
+        if msg.token is None:
+            return False
+        self._shadow_reads -= 1
+        copy = msg.id in self._shadowed  # kept in the set: two shutdowns in a row leave two copies
+        if copy:
+            self._release_token(msg)
+        if not self._shadow_reads:
+            self._shadowed = set()
+        return copy
+
+    def _left_store(self, begun: Any, ids: list[bytes]) -> None:
+        """Due messages are queued: once the queue has them (on disk, at the durable settings) the store lets go."""
+        store = self._store
+        try:
+            self._nsqd.acks.settle(begun)
+        except BackendError:
+            return  # the store keeps them: a restart delivers them again rather than not at all
+        if store is None or self.exiting:
+            return
+        for msg_id in ids:
+            store.remove(msg_id)
+        if store.needs_compaction():
+            store.compact(self._deferred_entries())
+
+    def _deferred_entries(self) -> list[tuple[int, bytes]]:
+        """Every deferred message with its due time (Unix ns), for a compaction of the store."""
+        now_wall, now = time.time_ns(), time.monotonic()
+        deferred = self._deferred
+        return [(now_wall + int((due - now) * 1e9), msg.encode())
+                for due, _, msg in self._deferred_heap if deferred.get(msg.id) is msg]
 
     # ---- timers (driven by the NSQD queue-scan loop) -----------------------------------------
 
@@ -508,21 +595,29 @@ class Channel:
     def process_deferred(self, now: float) -> bool:
         """Move due deferred messages into the queue; True when there was work."""
         heap = self._deferred_heap
-        worked = False
+        if not heap or heap[0][0] > now:
+            return False
+        store = self._store
+        begun = self._nsqd.acks.begin() if store is not None else None
+        due: list[bytes] = []
         while heap and heap[0][0] <= now:
             _, _, msg = heapq.heappop(heap)
             if self._deferred.get(msg.id) is not msg:
                 continue
             del self._deferred[msg.id]
-            worked = True
+            due.append(msg.id)
             self._enqueue(msg)
-        if worked:
+        if begun is not None and due:
+            gevent.spawn(self._left_store, begun, due)
+        if due:
             self.dispatch()
-        return worked
+        return bool(due)
 
     def sync_backend(self) -> None:
         if not self.exiting:
             self._queue.backend.sync()
+            if self._store is not None:
+                self._store.sync()
 
     # ---- pause / empty / close ----------------------------------------------------------------
 
@@ -544,6 +639,8 @@ class Channel:
         self._deferred.clear()
         self._deferred_heap.clear()
         self._queue.backend.empty()
+        if self._store is not None:
+            self._store.clear()
 
     def close(self, delete: bool) -> None:
         """Stop for good: ``delete`` drops everything, else every message is flushed to disk."""
@@ -565,9 +662,13 @@ class Channel:
             self._touched_heap.clear()
             self._deferred.clear()
             self._queue.backend.delete()
+            if self._store is not None:
+                self._store.delete()
             return
         self._flush()
         self._queue.backend.close()
+        if self._store is not None:
+            self._store.close()  # its messages stay deferred for the next start; the disk queue has copies for Go
 
     def _flush(self) -> None:
         log = self._nsqd.logger
