@@ -7,6 +7,7 @@ does (otherwise every start compiles nsqd_py's sources again: ~40 ms more).
 
     .venv/bin/python bench/bench_startup.py --runs 20
     .venv/bin/python bench/bench_startup.py --nsqd-cmd /path/to/go/nsqd     # the same against Go's nsqd
+    .venv/bin/python bench/bench_startup.py -m nsqd_py.apps.nsqd            # as the test fixture starts it
 
 `--patch` times what gevent's monkey-patching costs: nsqd starts from `python -c` with daemon/gevent_patch.py's
 patch_all given another module list; two or more `--patch` alternate round by round (A, B, A, B, ...), so that load
@@ -108,13 +109,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20, help="fresh processes to time (default 20)")
     parser.add_argument("--nsqd-cmd", default=default, help=f"the nsqd to start (default {default})")
+    parser.add_argument("-m", "--module", help="start `python -m MODULE` (this Python) instead, as nsqd_py/testing.py "
+                        "does (nsqd_py.apps.nsqd)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for one start")
     parser.add_argument("--patch", action="append", metavar="MODULES",
                         help="nsqd (our list), all (gevent's), none or a comma list: start nsqd_py's nsqd with only "
                              "these modules monkey-patched; repeat to alternate variants round by round")
     args = parser.parse_args()
     variants = {name: [sys.executable, "-c", PATCHED_NSQD, name] for name in args.patch or ()}
-    if not variants:
+    if not variants and args.module:
+        variants = {f"-m {args.module}": [sys.executable, "-m", args.module]}
+    elif not variants:
         variants = {args.nsqd_cmd: [args.nsqd_cmd]}
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     for cmd in variants.values():

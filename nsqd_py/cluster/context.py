@@ -3,11 +3,12 @@ ports they listen on. daemon/program.py builds it; core/ never sees it, so the b
 
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import ssl
+
     from ..config.options import Options
     from ..core.nsqd import NSQD
     from ..runtime.log import Logger

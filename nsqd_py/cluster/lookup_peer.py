@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..go.gocompat import join_host_port
-from ..go.gojson import decode_struct
 from ..runtime.listen import split_host_port
 from ..runtime.log import Logger
 
@@ -77,6 +76,8 @@ class PeerInfo:
     @classmethod
     def from_json(cls, data: bytes) -> PeerInfo:
         """lookupd's IDENTIFY reply; ValueError (GoJSONError) where Go's json.Unmarshal into peerInfo would fail."""
+        from ..go.gojson import decode_struct  # here: its regexes cost every start, and only a lookupd peer needs it
+
         return cls(**decode_struct(data, _PEER_INFO_STRUCT))
 
     @property

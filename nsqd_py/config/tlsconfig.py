@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import ssl
-
-from gevent import ssl as gevent_ssl
+from typing import TYPE_CHECKING
 
 from .options import Options
 
-#: --tls-min-version numbers (Go's tls.VersionTLS1x) to Python's names
-_VERSIONS = {0x0301: ssl.TLSVersion.TLSv1, 0x0302: ssl.TLSVersion.TLSv1_1, 0x0303: ssl.TLSVersion.TLSv1_2,
-             0x0304: ssl.TLSVersion.TLSv1_3}
+if TYPE_CHECKING:
+    import ssl
+
+#: --tls-min-version numbers (Go's tls.VersionTLS1x) to the names of Python's ssl.TLSVersion
+_VERSIONS = {0x0301: "TLSv1", 0x0302: "TLSv1_1", 0x0303: "TLSv1_2", 0x0304: "TLSv1_3"}
 _VERSION_NAMES = {"TLSv1": "TLS1.0", "TLSv1.1": "TLS1.1", "TLSv1.2": "TLS1.2", "TLSv1.3": "TLS1.3"}
 #: OpenSSL's names of the TLS 1.2 suites to the IANA names Go reports (TLS 1.3 names are the same in both)
 _SUITE_NAMES = {
@@ -42,6 +42,10 @@ def build_server_context(opts: Options) -> ssl.SSLContext | None:
     """
     if not opts.tls_cert and not opts.tls_key:
         return None
+    import ssl  # here: only with TLS configured (importing ssl is ~6 ms of a start that needs none)
+
+    from gevent import ssl as gevent_ssl
+
     ctx = gevent_ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         ctx.load_cert_chain(opts.tls_cert, opts.tls_key)
@@ -51,7 +55,7 @@ def build_server_context(opts: Options) -> ssl.SSLContext | None:
             ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     except (OSError, ssl.SSLError) as err:
         raise TLSConfigError(f"failed to build TLS config - {err}") from None
-    ctx.minimum_version = _VERSIONS.get(opts.tls_min_version, ssl.TLSVersion.TLSv1)
+    ctx.minimum_version = ssl.TLSVersion[_VERSIONS.get(opts.tls_min_version, "TLSv1")]
     if opts.tls_min_version <= 0x0302:
         ctx.set_ciphers("DEFAULT:@SECLEVEL=0")  # let old clients in when the operator asked for them
     if opts.tls_client_auth_policy:

@@ -16,16 +16,26 @@ installed distributions (gevent registers one itself). gevent finds them with im
 (25 times), and importing importlib.metadata alone costs ~20 ms of nsqd's start-up (its email and zipfile
 imports). Here the installed distributions' `entry_points.txt` files are read once, as importlib.metadata would
 find them on sys.path (the first distribution of a name wins), and the same plugins are called in the same order.
+
+ssl is patched when it is first imported (TLS set-up, a TCP client's TLS upgrade, requests), not inside patch_all:
+importing it is ~6 ms of every start, and most never use it. A finder placed first on sys.meta_path patches it
+then, before any module holds a reference to it, as gevent asks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
 import sys
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Iterator, Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 _PLUGIN_GROUPS = "gevent.plugins."
 
@@ -41,9 +51,21 @@ def patch_all(modules: Collection[str] = NSQD_MODULES) -> None:
     unknown = set(modules).difference(EVERYTHING)
     if unknown:
         raise ValueError(f"gevent.monkey.patch_all has no switch for {sorted(unknown)}")
-    from gevent import events, monkey
+    from gevent import monkey
 
     plugins = gevent_plugins()
+    on_import = "ssl" in modules and "ssl" not in sys.modules
+    with _plugins(plugins):
+        monkey.patch_all(**{name: name in modules and not (on_import and name == "ssl") for name in EVERYTHING})
+    if on_import:
+        sys.meta_path.insert(0, _PatchSslOnImport(plugins))
+
+
+@contextlib.contextmanager
+def _plugins(plugins: dict[str, list[str]]) -> Iterator[None]:
+    """Meanwhile gevent announces its patching events to ``plugins`` (gevent_plugins), not looking them up with
+    importlib.metadata."""
+    from gevent import events
 
     def notify_and_call_plugins(event: Any) -> None:
         events.notify(event)
@@ -53,9 +75,36 @@ def patch_all(modules: Collection[str] = NSQD_MODULES) -> None:
     lookup = events.notify_and_call_entry_points
     events.notify_and_call_entry_points = notify_and_call_plugins
     try:
-        monkey.patch_all(**{name: name in modules for name in EVERYTHING})
+        yield
     finally:
         events.notify_and_call_entry_points = lookup
+
+
+class _PatchSslOnImport:
+    """The first `import ssl` imports it through gevent.monkey.patch_ssl, then leaves sys.meta_path."""
+
+    def __init__(self, plugins: dict[str, list[str]]) -> None:
+        self._plugins = plugins
+        self._spec: ModuleSpec | None = None
+
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if name != "ssl":
+            return None
+        sys.meta_path.remove(self)
+        return ModuleSpec(name, cast("Loader", self))
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
+        from gevent import monkey
+
+        with _plugins(self._plugins):
+            monkey.patch_ssl()  # imports ssl itself (this finder is gone), then patches it
+        module = sys.modules["ssl"]
+        self._spec = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__spec__ = self._spec  # the import system set this finder's spec on the module gevent patched
 
 
 def gevent_plugins(path: list[str] | None = None) -> dict[str, list[str]]:

@@ -4,12 +4,15 @@ connection, so a client trickling a request in holds up only itself."""
 from __future__ import annotations
 
 import socket
-import ssl
+from typing import TYPE_CHECKING
 
 from ..cluster.context import ServerContext
 from ..http_server.server import WSGIServer
 from ..runtime.listen import display_address, remove_socket_file, unix_path
 from .app import create_app
+
+if TYPE_CHECKING:
+    import ssl
 
 
 class HTTPServer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
+from typing import TYPE_CHECKING
 
 from gevent.server import StreamServer
 
@@ -12,8 +13,9 @@ from ..cluster.context import ServerContext
 from ..runtime.listen import display_address, peer_address, remove_socket_file, unix_path
 from ..runtime.log import Logger
 from ..runtime.outbox import Outbox
-from .client import ClientV2
-from .protocol import ProtocolV2
+
+if TYPE_CHECKING:
+    from .client import ClientV2
 
 _BAD_PROTOCOL_FRAME = struct.pack(">ii", 4 + len(b"E_BAD_PROTOCOL"), 1) + b"E_BAD_PROTOCOL"
 _MAGIC_V2 = b"  V2"
@@ -51,6 +53,10 @@ class TCPServer:
         remote = greet(sock, address, nsqd.logger)
         if remote is None:
             return
+        # here: the first client pays for the protocol's modules (~4 ms), not every start before /ping answers
+        from .client import ClientV2
+        from .protocol import ProtocolV2
+
         if self._outbox is None:
             self._outbox = Outbox()
         client = ClientV2(nsqd.opts, nsqd.logger, nsqd.new_client_id(), sock, remote, self._outbox)
