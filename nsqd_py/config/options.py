@@ -47,6 +47,9 @@ TLS_REQUIRED = 2
 TLS_VERSIONS = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "tls1.3": 0x0304}
 _TLS_NAMES = {code: name for name, code in TLS_VERSIONS.items()}
 TOPOLOGY_EXPERIMENT = "topology-aware-consumption"
+#: --sigterm's values (beyond nsqd, RFC nsqio/nsq#1302)
+CLEAN_SHUTDOWN = "clean-shutdown"
+DRAIN = "drain"
 EXPERIMENTS = (TOPOLOGY_EXPERIMENT,)
 
 _LEVEL_KEYWORDS = {1: "debug", 2: "info", 3: "warn", 4: "error", 5: "fatal"}
@@ -238,6 +241,8 @@ class Options:
     msg_ttl: int = queue_setting("msg_ttl", DURATION)
     max_attempts: int = queue_setting("max_attempts", INT)
     dead_letter_topic: str = queue_setting("dead_letter_topic", STRING)
+    sigterm: str = setting("sigterm", STRING, CLEAN_SHUTDOWN, f"what SIGTERM does: {CLEAN_SHUTDOWN} (flush to disk "
+        f"and exit) or {DRAIN} (refuse new messages, topics and channels; exit once consumers have the rest)")
     # Beyond nsqd, process-wide: deferred messages keep their due time on disk (core/disk/deferred_store.py)
     persist_deferred: bool = setting("persist-deferred", BOOL, False, "keep deferred messages (DPUB, REQ with a "
         "delay) on disk with their due time, so restarts and crashes keep it (beyond nsqd)")
@@ -319,6 +324,8 @@ def validate(opts: Options) -> None:
     for value in opts.e2e_processing_latency_percentiles:
         if value <= 0 or value > 1:  # written like Go's check, so NaN passes as it does there
             raise InstantiateError(f"invalid E2E processing latency percentile: {format_float(value)}")
+    if opts.sigterm not in (CLEAN_SHUTDOWN, DRAIN):
+        raise InstantiateError(f"--sigterm must be {CLEAN_SHUTDOWN} or {DRAIN}")
     try:
         queue_settings.check_defaults(opts)
     except queue_settings.SettingError as err:

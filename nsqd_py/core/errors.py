@@ -23,3 +23,11 @@ class MessageError(CoreError):
 class QueueFullError(CoreError):
     """A publish refused whole: it would put a channel with `channel_overflow=reject-publish` over its limit (the
     front doors answer E_PUB_FAILED, which keeps the connection, or HTTP 503)."""
+
+
+class DrainingError(CoreError):
+    """nsqd is draining (beyond nsqd: `--sigterm=drain`, `PUT /config/drain`): no new message, topic or channel. The
+    front doors answer E_PUB_FAILED and the like, which keep the connection, or HTTP 503."""
+
+    def __init__(self) -> None:
+        super().__init__("nsqd is draining")

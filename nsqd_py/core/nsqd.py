@@ -1,7 +1,7 @@
 """NSQD: the broker core shared by the TCP and HTTP front doors.
 
-Owns the topic map, the data-path lock, metadata (nsqd.dat), health and the queue-scan loop
-that times out in-flight messages and releases deferred ones.
+Owns the topic map, the data-path lock, metadata (nsqd.dat), health, the queue-scan loop
+that times out in-flight messages and releases deferred ones, and (beyond nsqd) the drain.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import gevent
 import orjson
+from gevent.event import Event
 
 from ..runtime.log import Logger
 from ..wire.names import is_valid_name
@@ -50,6 +51,11 @@ class NSQD:
         self.clients: dict[int, Client] = {}
         self.start_time = int(time.time())
         self.exiting = False
+        #: beyond nsqd (drain): no new message, topic or channel; nsqd stops once what is left was delivered
+        self.draining = False
+        #: set when nsqd should stop (PUT /config/shutdown, the end of a drain); daemon/program.py waits on it
+        self.stop_requested = Event()
+        self._drain_watch: gevent.Greenlet | None = None
         self._health_error: str | None = None
         self._loading = False
         self._lock_fd: int | None = None
@@ -104,6 +110,8 @@ class NSQD:
         for topic in list(self.topics.values()):
             topic.close(delete=False)
         self.logger.info("NSQ: stopping subsystems")
+        if self._drain_watch is not None:
+            self._drain_watch.kill()
         if self._scan_loop is not None:
             self.logger.info("QUEUESCAN: closing")
             self._scan_loop.kill()
@@ -111,6 +119,49 @@ class NSQD:
             os.close(self._lock_fd)
             self._lock_fd = None
         self.logger.info("NSQ: bye")
+
+    # ---- drain (beyond nsqd: RFC nsqio/nsq#1302) ------------------------------------------------
+
+    def drain(self) -> None:
+        """Start draining: refuse new messages, topics and channels; once `drained`, ask for the clean shutdown
+        (`stop_requested`). A drain cannot be called off; `request_stop` ends it at once."""
+        if self.draining or self.exiting:
+            return
+        self.draining = True
+        for topic in self.topics.values():
+            topic.draining = True
+        self.logger.info("NSQ: draining - refusing new messages, topics and channels")
+        self._drain_watch = gevent.spawn(self._watch_drain)
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    def new_topic_refused(self, name: str) -> bool:
+        """A client may not make a topic while nsqd drains (the broker itself still may: dead letters)."""
+        return self.draining and name not in self.topics
+
+    def drained(self) -> bool:
+        """Nothing is in flight and nothing queued could be given to a consumer now. Not waited for, and left in
+        the data dir for the next start: deferred messages, paused topics' and channels' queues, and the queue of a
+        topic without channels (a drain refuses new ones)."""
+        for topic in self.topics.values():
+            if topic.channels and not topic.paused and topic.depth():
+                return False
+            for channel in topic.channels.values():
+                if channel.in_flight_count() or (not channel.paused and channel.depth()):
+                    return False
+        return True
+
+    def _watch_drain(self) -> None:
+        interval = self.opts.queue_scan_interval / 1e9
+        while not self.drained():
+            gevent.sleep(interval)
+        left = sum(t.depth() + sum(c.held_count() for c in t.channels.values()) for t in self.topics.values())
+        if left:
+            self.logger.info(f"NSQ: drained - {left} deferred, paused or unsubscribed messages left for the next start")
+        else:
+            self.logger.info("NSQ: drained")
+        self.request_stop()
 
     # ---- health -------------------------------------------------------------------------------
 

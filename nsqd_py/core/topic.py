@@ -16,7 +16,7 @@ import gevent
 
 from ..config.queue_settings import QueueSettings
 from .channel import Channel
-from .errors import BackendError, ExitingError, QueueFullError
+from .errors import BackendError, DrainingError, ExitingError, QueueFullError
 from .guid import GuidFactory
 from .message import Parked, encode_record_header
 from .message_queue import MessageQueue
@@ -36,6 +36,7 @@ class Topic:
         "_queue",
         "_rejecting",
         "channels",
+        "draining",
         "ephemeral",
         "exiting",
         "message_bytes",
@@ -59,6 +60,8 @@ class Topic:
         self._pump: gevent.Greenlet | None = None
         self.paused = False
         self.exiting = False
+        #: beyond nsqd: nsqd drains (NSQD.drain), so no publish and no new channel
+        self.draining = nsqd.draining
         self.message_count = 0
         self.message_bytes = 0
         #: the controls beyond nsqd set on this topic (its channels' defaults)
@@ -75,12 +78,14 @@ class Topic:
     # ---- channels -------------------------------------------------------------------------------
 
     def get_channel(self, name: str) -> Channel:
-        """The channel, created (and announced) on first use."""
+        """The channel, created (and announced) on first use; DrainingError for a new one while nsqd drains."""
         channel = self.channels.get(name)
         if channel is not None:
             return channel
         if self.exiting:
             raise ExitingError()
+        if self.draining:
+            raise DrainingError()
         channel = Channel(self, name, self._nsqd)
         self.channels[name] = channel
         self._channel_list = list(self.channels.values())
@@ -118,12 +123,14 @@ class Topic:
     def publish(self, bodies: list[bytes], deferred: float = 0.0) -> None:
         """Accept published bodies as new messages (consecutive ids, one timestamp).
 
-        ExitingError while closing, BackendError when a disk write fails (like nsqd, the
-        messages before the failing one stay accepted) or the acks refuse an OK (with
+        ExitingError while closing, DrainingError while nsqd drains, BackendError when a disk write fails
+        (like nsqd, the messages before the failing one stay accepted) or the acks refuse an OK (with
         --sync-every=1 it returns once the messages are on disk; see disk/acks.py).
         """
         if self.exiting:
             raise ExitingError()
+        if self.draining:
+            raise DrainingError()
         for channel in self._rejecting:
             if channel.rejects(len(bodies)):
                 raise QueueFullError(f"channel {self.name}:{channel.name} is full (max_channel_depth "
@@ -145,7 +152,8 @@ class Topic:
 
     def republish(self, record: bytes, body_size: int) -> None:
         """A message that keeps its id, timestamp and attempts (a dead letter moved here); returns, or raises, as
-        publish does (with --sync-every=1 once it is on disk). No channel's reject-publish limit refuses it."""
+        publish does (with --sync-every=1 once it is on disk). No channel's reject-publish limit, and no drain, refuses
+        it."""
         if self.exiting:
             raise ExitingError()
         acks = self._nsqd.acks

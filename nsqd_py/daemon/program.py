@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,7 @@ from ..cluster.auth import AuthServers
 from ..cluster.context import ServerContext
 from ..cluster.lookup import LookupLoop
 from ..cluster.statsd import StatsdPusher
-from ..config.options import Options
+from ..config.options import DRAIN, Options
 from ..config.tlsconfig import TLSConfigError, build_server_context
 from ..config.worker_count import io_worker_count
 from ..core.nsqd import NSQD, StartupError
@@ -23,6 +24,8 @@ from ..tcp.server import TCPServer
 from . import sdnotify
 
 if TYPE_CHECKING:
+    from gevent.queue import Queue
+
     from .worker_pool import WorkerPool
 
 #: how long stop() waits for connection greenlets to notice their closed sockets
@@ -117,6 +120,23 @@ class NSQDProgram:
             self.ctx.lookup.start()
         self.statsd.start()
         sdnotify.ready()
+
+    def until_stopped(self, signals: Queue[int]) -> None:
+        """Until SIGINT, SIGTERM (with --sigterm=drain: the end of the drain it starts; another SIGTERM changes
+        nothing), PUT /config/shutdown or the end of a drain PUT /config/drain started."""
+        taking = gevent.spawn(self._take_signals, signals)
+        try:
+            self.nsqd.stop_requested.wait()
+        finally:
+            taking.kill()
+
+    def _take_signals(self, signals: Queue[int]) -> None:
+        while True:
+            sig = signals.get()
+            if sig == signal.SIGTERM and self.opts.sigterm == DRAIN:
+                self.nsqd.drain()
+            else:
+                self.nsqd.request_stop()
 
     def stop(self) -> None:
         """Listeners first, then clients, then flush everything to disk (NSQD.exit)."""

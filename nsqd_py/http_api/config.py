@@ -3,6 +3,9 @@ loop then connects to new peers and drops removed ones) and `log_level` (takes e
 
 Values are nsqd's internal ones: durations in ns, `log_level` as its number, `tls_min_version` as the TLS
 code; JSON, except strings, which nsqd's V1 envelope sends raw as text. A PUT answers like a GET after it.
+
+Beyond nsqd (RFC nsqio/nsq#1302): `PUT /config/drain` starts a drain and `PUT /config/shutdown` a clean shutdown,
+each with any body or none, answered with an empty 200 (a GET of either is Go's 400 INVALID_OPTION).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from ..runtime.log import LEVELS_BY_NAME
 from ..web.responses import APIError
 from .body import read_body
 
+#: the PUTs that act instead of setting an option (beyond nsqd)
+_ACTIONS = ("drain", "shutdown")
 #: lg.ParseLogLevel: these names in any case, nothing else (no "warning", no surrounding space).
 _LOG_LEVELS = {name: LEVELS_BY_NAME[name] for name in ("debug", "info", "warn", "error", "fatal")}
 
@@ -34,6 +39,9 @@ class Config:
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, opt: str) -> Any:
         """The body is read (and judged) before the option name, as nsqd does."""
+        if opt in _ACTIONS:
+            self._act(opt)
+            return None
         limit = self.nsqd.opts.max_msg_size
         body = read_body(req.stream, limit)
         if not body or len(body) > limit:
@@ -52,6 +60,13 @@ class Config:
         else:
             raise APIError(400, "INVALID_OPTION")
         return self.on_get(req, resp, opt)
+
+    def _act(self, action: str) -> None:
+        if action == "drain":
+            self.nsqd.drain()
+        else:
+            self.nsqd.logger.info("NSQ: shutdown requested (PUT /config/shutdown)")
+            self.nsqd.request_stop()
 
 
 def _string_list(body: bytes) -> list[str]:

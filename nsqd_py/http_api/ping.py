@@ -12,11 +12,18 @@ if TYPE_CHECKING:
     import falcon
 
 
+#: beyond nsqd: what /ping answers, as a 503, while nsqd drains and is healthy
+DRAINING = "NOK - draining"
+
+
 def ping(nsqd: NSQD) -> str:
-    """nsqd's health text, as a 500 when it is not healthy."""
+    """nsqd's health text, as a 500 when it is not healthy; beyond nsqd, a 503 while it drains, so that a load
+    balancer or readiness probe sends it no new publishers."""
     health = nsqd.health()
     if not nsqd.is_healthy():
         raise APIError(500, health)
+    if nsqd.draining:
+        raise APIError(503, DRAINING)
     return health
 
 

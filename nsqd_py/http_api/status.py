@@ -22,8 +22,9 @@ class Info:
         self.ctx = ctx
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> dict[str, Any]:
+        """Go's keys; beyond nsqd, `"draining": true` last while nsqd drains (Go's bytes otherwise)."""
         ctx, opts = self.ctx, self.ctx.opts
-        return {
+        info: dict[str, Any] = {
             "version": NSQ_VERSION,
             "broadcast_address": opts.broadcast_address,
             "hostname": socket.gethostname(),
@@ -37,6 +38,9 @@ class Info:
             "topology_zone": opts.topology_zone,
             "topology_region": opts.topology_region,
         }
+        if ctx.nsqd.draining:
+            info["draining"] = True
+        return info
 
 
 class Stats:

@@ -3,7 +3,7 @@
 Each check matches nsqd's handler: topic routes say `INVALID_TOPIC`, channel routes `INVALID_ARG_TOPIC`;
 /topic/delete, /topic/pause and /topic/unpause look the name up without validating it; channel routes need
 an existing topic (404 TOPIC_NOT_FOUND) and never create one. Each change answers once nsqd.dat covers it
-(core/metadata.py).
+(core/metadata.py). Beyond nsqd: while nsqd drains, a create that would make a topic or channel is 503 DRAINING.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 import falcon
 
 from ..core.channel import Channel
+from ..core.errors import DrainingError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..web.params import request_query, required_arg, topic_channel_args
 from ..web.responses import APIError
-from .params import topic_from_query
+from .pub import DRAINING, client_topic_from_query
 
 
 def _topic_name(req: falcon.Request, validate: bool) -> str:
@@ -40,7 +41,7 @@ class Topics:
         return existing_topic(self.nsqd, name)
 
     def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> None:
-        topic_from_query(self.nsqd, request_query(req))
+        client_topic_from_query(self.nsqd, request_query(req))
 
     def on_post_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         if not self.nsqd.delete_existing_topic(_topic_name(req, validate=False)):
@@ -78,7 +79,10 @@ class Channels:
 
     def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> None:
         topic, name = self._topic_and_name(req)
-        topic.get_channel(name)
+        try:
+            topic.get_channel(name)
+        except DrainingError:  # beyond nsqd
+            raise APIError(503, DRAINING) from None
         self.nsqd.metadata_file.settle(topic.name)  # a create already under way answers with its write
 
     def on_post_delete(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import gevent
 
-from ..core.errors import BackendError, ExitingError, MessageError, QueueFullError
+from ..core.errors import BackendError, DrainingError, ExitingError, MessageError, QueueFullError
 from .errors import ClientError, FatalClientError, client_text
 
 if TYPE_CHECKING:
@@ -21,12 +21,15 @@ OK = b"OK"
 
 
 def subscribe(nsqd: NSQD, client: Consumer, topic_name: str, channel_name: str) -> Channel:
-    """Add the client to the channel (made on first use); FatalClientError E_SUB_FAILED when it cannot be."""
+    """Add the client to the channel (made on first use); FatalClientError E_SUB_FAILED when it cannot be, as for
+    every failed SUB (beyond nsqd: a new topic or channel while nsqd drains)."""
     for attempt in (1, 2):
         try:
+            if nsqd.new_topic_refused(topic_name):
+                raise DrainingError()
             channel = nsqd.get_topic(topic_name).get_channel(channel_name)
             channel.add_client(client)
-        except (MessageError, BackendError) as err:
+        except (MessageError, BackendError, DrainingError) as err:
             raise FatalClientError("E_SUB_FAILED", f"SUB failed {err}") from None
         except ExitingError:
             if attempt == 1:
@@ -60,16 +63,22 @@ def touch(channel: Channel, client: Consumer, msg_id: bytes) -> None:
 
 
 def publish(nsqd: NSQD, topic_name: str, cmd: str, bodies: list[bytes], deferred_ms: int = 0) -> None:
-    """PUB, DPUB or MPUB: returns once it may be answered OK; FatalClientError E_<cmd>_FAILED otherwise."""
+    """PUB, DPUB or MPUB: returns once it may be answered OK; FatalClientError E_<cmd>_FAILED otherwise, or
+    (beyond nsqd: a bounded channel or a drain refuses it) ClientError E_<cmd>_FAILED, which keeps the connection."""
     try:
+        if nsqd.new_topic_refused(topic_name):
+            raise DrainingError()
         nsqd.get_topic(topic_name).publish(bodies, deferred_ms / 1000)
-    except QueueFullError as err:  # beyond nsqd: a bounded channel refuses it; the connection stays
+    except (QueueFullError, DrainingError) as err:
         raise ClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
     except (ExitingError, BackendError) as err:
         raise FatalClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
 
 
 def create_topic(nsqd: NSQD, cmd: str, topic_name: str) -> None:
+    """MPUB's topic, made before its body is read; none while nsqd drains (the MPUB is then refused whole)."""
+    if nsqd.draining:
+        return
     try:
         nsqd.get_topic(topic_name)
     except (ExitingError, BackendError) as err:
