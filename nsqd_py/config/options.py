@@ -237,15 +237,16 @@ class Options:
 
     # Beyond nsqd: the process-wide defaults of the per-topic and per-channel controls (config/queue_settings.py)
     max_channel_depth: int = queue_setting("max_channel_depth", INT)
+    max_channel_bytes: int = queue_setting("max_channel_bytes", INT)
     channel_overflow: str = queue_setting("channel_overflow", STRING)
     msg_ttl: int = queue_setting("msg_ttl", DURATION)
     max_attempts: int = queue_setting("max_attempts", INT)
     dead_letter_topic: str = queue_setting("dead_letter_topic", STRING)
-    sigterm: str = setting("sigterm", STRING, CLEAN_SHUTDOWN, f"what SIGTERM does: {CLEAN_SHUTDOWN} (flush to disk "
-        f"and exit) or {DRAIN} (refuse new messages, topics and channels; exit once consumers have the rest)")
     # Beyond nsqd, process-wide: deferred messages keep their due time on disk (core/disk/deferred_store.py)
     persist_deferred: bool = setting("persist-deferred", BOOL, False, "keep deferred messages (DPUB, REQ with a "
         "delay) on disk with their due time, so restarts and crashes keep it (beyond nsqd)")
+    sigterm: str = setting("sigterm", STRING, CLEAN_SHUTDOWN, f"what SIGTERM does: {CLEAN_SHUTDOWN} (flush to disk "
+        f"and exit) or {DRAIN} (refuse new messages, topics and channels; exit once consumers have the rest)")
 
     config: str = setting("config", STRING, "", "path to config file", key=None)
     show_version: bool = setting("version", BOOL, False, "print version string", key=None)

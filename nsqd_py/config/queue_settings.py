@@ -47,8 +47,8 @@ class QueueSetting:
     usage: str
     #: counters the control adds to a row of `/stats` (and `/metrics`) of a queue it is on in
     counters: tuple[str, ...] = ()
-    #: the control this one only qualifies (the overflow policy of a depth limit): on where that one is
-    qualifies: str | None = None
+    #: the controls this one only qualifies (the overflow policy of the limits): on where one of them is
+    qualifies: tuple[str, ...] = ()
 
     def parse(self, value: Any) -> Any:
         """The value, or SettingError naming the key."""
@@ -142,10 +142,13 @@ SETTINGS: tuple[QueueSetting, ...] = (
     QueueSetting("max_channel_depth", CHANNEL, _count, _same, 0,
                  "maximum messages a channel holds, queued, in flight and deferred together (0: no limit; "
                  "beyond nsqd)", counters=("dropped_count",)),
+    QueueSetting("max_channel_bytes", CHANNEL, _count, _same, 0,
+                 "maximum bytes of message bodies a channel holds, queued, in flight and deferred together (0: no "
+                 "limit; beyond nsqd)", counters=("dropped_count",)),
     QueueSetting("channel_overflow", CHANNEL, _choice(DROP_HEAD, REJECT_PUBLISH), _same,
-                 DROP_HEAD, "what a channel at --max-channel-depth does: drop-head (drop its oldest message) or "
-                 "reject-publish (refuse the publish, E_PUB_FAILED or HTTP 503) (beyond nsqd)",
-                 qualifies="max_channel_depth"),
+                 DROP_HEAD, "what a channel at --max-channel-depth or --max-channel-bytes does: drop-head (drop its "
+                 "oldest message) or reject-publish (refuse the publish, E_PUB_FAILED or HTTP 503) (beyond nsqd)",
+                 qualifies=("max_channel_depth", "max_channel_bytes")),
     QueueSetting("msg_ttl", CHANNEL, _ttl, format_duration, 0,
                  "how long a message may wait, from its publish time: older ones are dropped, never delivered "
                  "(0: no limit; beyond nsqd)", counters=("expired_count",)),
@@ -154,7 +157,7 @@ SETTINGS: tuple[QueueSetting, ...] = (
                  "limit; beyond nsqd)", counters=("dead_letter_count",)),
     QueueSetting("dead_letter_topic", CHANNEL, _template, _same, "{topic}.dead",
                  "where a message past --max-attempts goes: a topic name, {topic} standing for its topic's (beyond "
-                 "nsqd)", qualifies="max_attempts"),
+                 "nsqd)", qualifies=("max_attempts",)),
 )
 BY_KEY: dict[str, QueueSetting] = {s.key: s for s in SETTINGS}
 
@@ -180,7 +183,7 @@ def parse_changes(query: Mapping[str, str], scope: str, ignore: Iterable[str]) -
 
 def counters_of(in_force: Mapping[str, Any]) -> tuple[str, ...]:
     """The counters of the controls named in a /stats row's `"settings"` (their row keys), in row order."""
-    return tuple(c for s in SETTINGS if s.key in in_force for c in s.counters if c)
+    return tuple(dict.fromkeys(c for s in SETTINGS if s.key in in_force for c in s.counters))
 
 
 def check_defaults(defaults: Any) -> None:
@@ -248,8 +251,8 @@ class QueueSettings:
 
     def is_on(self, setting: QueueSetting) -> bool:
         """Whether the control acts here: its value in force is not off (a qualifier: where its control is on)."""
-        if setting.qualifies is not None:
-            return self.is_on(BY_KEY[setting.qualifies])
+        if setting.qualifies:
+            return any(self.is_on(BY_KEY[key]) for key in setting.qualifies)
         return self.value(setting.key) != setting.off
 
     def in_force(self, scope: str) -> dict[str, Any]:
@@ -265,4 +268,5 @@ class QueueSettings:
 
     def counters(self, scope: str) -> tuple[str, ...]:
         """The counters of the controls acting here that are on (their /stats keys)."""
-        return tuple(c for s in for_scope(scope) if s.acts_on == scope and self.is_on(s) for c in s.counters)
+        return tuple(dict.fromkeys(c for s in for_scope(scope) if s.acts_on == scope and self.is_on(s)
+                                   for c in s.counters))

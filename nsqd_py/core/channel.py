@@ -23,7 +23,7 @@ from .consumer import TOPOLOGY_REGION, TOPOLOGY_ZONE, Consumer
 from .disk.deferred_store import DeferredStore
 from .e2e import E2ELatency
 from .errors import BackendError, ExitingError, MessageError
-from .message import Message, Parked, park, parked_delay, unpark
+from .message import Message, Parked, park, parked_body_size, parked_delay, unpark
 from .message_queue import MessageQueue
 
 if TYPE_CHECKING:
@@ -40,10 +40,12 @@ class Channel:
         "_dead_letter_topic",
         "_dead_letters_moving",
         "_deferred",
+        "_deferred_bytes",
         "_deferred_heap",
         "_dispatching",
         "_drops_logged",
         "_in_flight",
+        "_in_flight_bytes",
         "_in_flight_order",
         "_max_msg_timeout",
         "_mem_size",
@@ -64,6 +66,7 @@ class Channel:
         "expired_count",
         "global_msg_count",
         "max_attempts",
+        "max_bytes",
         "max_depth",
         "message_count",
         "msg_ttl",
@@ -96,6 +99,9 @@ class Channel:
         #: TOUCHed messages whose first deadline passed, by their new deadline
         self._touched_heap: list[tuple[float, int, Message]] = []
         self._deferred: dict[bytes, Message] = {}
+        #: the bodies in flight and deferred, summed (max_channel_bytes counts them with the queue's)
+        self._in_flight_bytes = 0
+        self._deferred_bytes = 0
         self._deferred_heap: list[tuple[float, int, Message]] = []
         self._seq = itertools.count()
         #: --persist-deferred: the deferred messages on disk with their due times (disk/deferred_store.py); the ids
@@ -119,8 +125,10 @@ class Channel:
         self.e2e_latency = E2ELatency.for_options(nsqd.opts)
         #: the controls beyond nsqd set on this channel; the values in force are copied below by settings_changed
         self.settings = QueueSettings(nsqd.opts, topic.settings)
-        #: max_channel_depth in force (0: no limit), and whether the limit refuses publishes (else drops the head)
+        #: max_channel_depth and max_channel_bytes in force (0: no limit), and whether a limit refuses publishes
+        #: (else drops the head)
         self.max_depth = 0
+        self.max_bytes = 0
         self.reject_publish = False
         self.dropped_count = 0
         self._drops_logged = 0.0
@@ -158,37 +166,58 @@ class Channel:
         """What max_channel_depth counts: queued (memory and disk), in flight and deferred."""
         return len(self._queue) + len(self._in_flight) + len(self._deferred)
 
+    def held_bytes(self) -> int:
+        """What max_channel_bytes counts: the bodies of the same messages, summed."""
+        return self._queue.body_bytes() + self._in_flight_bytes + self._deferred_bytes
+
     # ---- bounds (beyond nsqd: config/queue_settings.py) ----------------------------------------
 
     def settings_changed(self) -> None:
         """Take the settings now in force; a lower drop-head limit drops the oldest queued messages at once."""
         self.max_depth = self.settings.value("max_channel_depth")
+        self.max_bytes = self.settings.value("max_channel_bytes")
         self.msg_ttl = self.settings.value("msg_ttl")
         target = dead_letter_topic(self.settings.value("dead_letter_topic"), self.topic.name)
         self.max_attempts = self.settings.value("max_attempts") if target is not None else 0
         self._dead_letter_topic = target or ""
-        self.reject_publish = bool(self.max_depth) and self.settings.value("channel_overflow") == REJECT_PUBLISH
-        if self.max_depth and not self.reject_publish and self.held_count() > self.max_depth:
-            self._drop_head(self.held_count() - self.max_depth)
+        bounded = bool(self.max_depth or self.max_bytes)
+        self.reject_publish = bounded and self.settings.value("channel_overflow") == REJECT_PUBLISH
+        if bounded and not self.reject_publish:
+            self._drop_to_fit(0, 0)
 
-    def rejects(self, count: int) -> bool:
-        """Whether a publish of ``count`` messages would put this reject-publish channel over its limit."""
-        return self.held_count() + count > self.max_depth
+    def _over(self, count: int, size: int) -> bool:
+        """Whether ``count`` more messages with bodies of ``size`` bytes together would pass a limit in force."""
+        return bool(self.max_depth and self.held_count() + count > self.max_depth) or \
+            bool(self.max_bytes and self.held_bytes() + size > self.max_bytes)
 
-    def _drop_head(self, count: int) -> int:
-        """Drop up to ``count`` of the oldest queued messages to make room; how many were queued to drop (fewer
-        when in-flight and deferred messages hold the limit)."""
+    def rejects(self, count: int, size: int) -> bool:
+        """Whether a publish of ``count`` messages (``size`` bytes of bodies) would put this reject-publish channel
+        over its limit."""
+        return self._over(count, size)
+
+    def limits(self) -> str:
+        """The limits in force, as a refusal or the log names them (``max_channel_depth 1000``)."""
+        named = [f"max_channel_depth {self.max_depth}"] if self.max_depth else []
+        if self.max_bytes:
+            named.append(f"max_channel_bytes {self.max_bytes}")
+        return ", ".join(named)
+
+    def _drop_to_fit(self, count: int, size: int) -> bool:
+        """drop-head: drop the oldest queued messages until ``count`` more with ``size`` bytes of bodies fit; False
+        when they cannot (what is left is in flight or deferred, or the message alone is over max_channel_bytes)."""
         dropped = 0
-        while dropped < count:
+        fits = True
+        while self._over(count, size):
             msg = self._queue.pop()
             if msg is None:
+                fits = False
                 break
             if self._shadow_reads and self._shadowed_copy(msg):
                 continue
             self._release_token(msg)
             dropped += 1
         self._dropped(dropped)
-        return dropped
+        return fits
 
     def _dropped(self, count: int) -> None:
         """Count drop-head's drops; say so in the log at most once a second."""
@@ -196,7 +225,7 @@ class Channel:
         now = time.monotonic()
         if count and now - self._drops_logged >= 1.0:
             self._drops_logged = now
-            self._nsqd.logger.warn(f"CHANNEL({self.name}): max_channel_depth {self.max_depth} reached (drop-head): "
+            self._nsqd.logger.warn(f"CHANNEL({self.name}): {self.limits()} reached (drop-head): "
                                    f"{self.dropped_count} dropped so far")
 
     # ---- consumers ----------------------------------------------------------------------------
@@ -235,8 +264,8 @@ class Channel:
         --persist-deferred keeps it on disk, delay and all.
         """
         self.message_count += 1
-        if self.max_depth and not self.reject_publish and self.held_count() >= self.max_depth and \
-                not self._drop_head(self.held_count() - self.max_depth + 1):
+        if (self.max_depth or self.max_bytes) and not self.reject_publish and \
+                not self._drop_to_fit(1, parked_body_size(parked)):
             self._dropped(1)  # the limit is all in flight or deferred: the new message is the oldest queued
             return
         mem_size = self._mem_size
@@ -258,7 +287,7 @@ class Channel:
         """One publish's messages (all with the same delay). While no consumer could take one now - a
         backlog, or nobody ready - they are queued in one step, which is where put_parked would send each
         of them; otherwise each goes through put_parked."""
-        if self._mem_size and not self.max_depth and not parked_delay(batch[0]) and (
+        if self._mem_size and not (self.max_depth or self.max_bytes) and not parked_delay(batch[0]) and (
                 self.paused or self._dispatching or self._queue or not any(c.is_ready() for c in self._clients)):
             self.message_count += len(batch)
             try:
@@ -385,6 +414,7 @@ class Channel:
         msg.deliver_ts = now
         msg.deadline = now + timeout
         self._in_flight[msg.id] = msg
+        self._in_flight_bytes += len(msg.body)
         order = self._in_flight_order.get(timeout)
         if order is None:
             order = self._in_flight_order[timeout] = deque()
@@ -414,6 +444,7 @@ class Channel:
     def _pop_in_flight(self, client: Consumer, msg_id: bytes) -> Message:
         msg = self._owned_in_flight(client, msg_id)
         del self._in_flight[msg_id]
+        self._in_flight_bytes -= len(msg.body)
         client.in_flight_count -= 1
         msg.client = None
         order = self._in_flight_order.get(client.msg_timeout)
@@ -492,6 +523,7 @@ class Channel:
                     msg.token = None
                     store.when_durable(lambda: self._queue.ack(token))
         self._deferred[msg.id] = msg
+        self._deferred_bytes += len(msg.body)
         heapq.heappush(self._deferred_heap, (time.monotonic() + delay, next(self._seq), msg))
 
     # ---- deferred messages on disk (beyond nsqd: --persist-deferred) -----------------------------
@@ -511,6 +543,7 @@ class Channel:
         for due, record in entries:
             msg = unpark(record)
             self._deferred[msg.id] = msg
+            self._deferred_bytes += len(msg.body)
             heap.append((now + (due - now_wall) / 1e9, next(self._seq), msg))
         heapq.heapify(heap)
         if store.needs_compaction():
@@ -585,6 +618,7 @@ class Channel:
 
     def _time_out(self, msg: Message) -> None:
         del self._in_flight[msg.id]
+        self._in_flight_bytes -= len(msg.body)
         self.timeout_count += 1
         owner = msg.client
         msg.client = None
@@ -605,6 +639,7 @@ class Channel:
             if self._deferred.get(msg.id) is not msg:
                 continue
             del self._deferred[msg.id]
+            self._deferred_bytes -= len(msg.body)
             due.append(msg.id)
             self._enqueue(msg)
         if begun is not None and due:
@@ -638,6 +673,7 @@ class Channel:
         self._touched_heap.clear()
         self._deferred.clear()
         self._deferred_heap.clear()
+        self._in_flight_bytes = self._deferred_bytes = 0
         self._queue.backend.empty()
         if self._store is not None:
             self._store.clear()

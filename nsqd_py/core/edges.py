@@ -23,6 +23,9 @@ class BackendQueue(Protocol):
 
     def depth(self) -> int: ...
 
+    def unread_bytes(self) -> int:
+        """The unread records' sizes summed."""
+
     def sync(self) -> None: ...
 
     def empty(self) -> None: ...

@@ -12,6 +12,8 @@ from mypy_extensions import mypyc_attr
 MSG_ID_LENGTH = 16
 #: timestamp (8) + attempts (2) + id (16): the smallest valid encoded message.
 MIN_VALID_MSG_LENGTH = 8 + 2 + MSG_ID_LENGTH
+#: a record's bytes before its body
+RECORD_HEADER = MIN_VALID_MSG_LENGTH
 
 _HEADER = struct.Struct(">qH")
 #: frame size, frame type (2 = message), timestamp, attempts: everything before the id.
@@ -78,6 +80,11 @@ def decode_record(data: bytes) -> Parked:
     if len(data) < MIN_VALID_MSG_LENGTH:
         raise ValueError(f"invalid size {len(data)}")
     return data
+
+
+def parked_body_size(parked: Parked) -> int:
+    """The size of a parked message's body."""
+    return (len(parked) if isinstance(parked, bytes) else len(parked[0])) - RECORD_HEADER
 
 
 def parked_delay(parked: Parked) -> float:

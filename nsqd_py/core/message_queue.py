@@ -13,7 +13,7 @@ from collections import deque
 
 from ..runtime.log import Logger
 from .edges import BackendQueue
-from .message import Message, Parked, decode_record, parked_record, unpark
+from .message import RECORD_HEADER, Message, Parked, decode_record, parked_record, unpark
 
 
 class MessageQueue:
@@ -23,12 +23,13 @@ class MessageQueue:
     disk again (requeue, flush) the old record is acked, since the new one now holds it.
     """
 
-    __slots__ = ("_backend", "_log_name", "_logger", "_mem_size", "_memory", "_take_backend_next")
+    __slots__ = ("_backend", "_log_name", "_logger", "_mem_size", "_memory", "_memory_bytes", "_take_backend_next")
 
     def __init__(self, backend: BackendQueue, mem_size: int, logger: Logger, log_name: str) -> None:
         self._backend = backend
         self._mem_size = mem_size
         self._memory: deque[Parked] = deque()
+        self._memory_bytes = 0  # the records in memory, their sizes summed
         self._logger = logger
         self._log_name = log_name
         self._take_backend_next = False
@@ -46,10 +47,15 @@ class MessageQueue:
     def backend_depth(self) -> int:
         return self._backend.depth()
 
+    def body_bytes(self) -> int:
+        """The queued messages' bodies, in memory and on disk, summed (what max_channel_bytes counts)."""
+        return self._memory_bytes + self._backend.unread_bytes() - RECORD_HEADER * len(self)
+
     def push_parked(self, parked: Parked) -> bool:
         """Queue a message; True when it went to disk. BackendError when that write failed."""
         if len(self._memory) < self._mem_size:
             self._memory.append(parked)
+            self._memory_bytes += len(parked) if isinstance(parked, bytes) else len(parked[0])
             return False
         self._write_parked(parked)
         return True
@@ -60,8 +66,10 @@ class MessageQueue:
         room = max(0, self._mem_size - len(self._memory))
         if room >= len(batch):
             self._memory.extend(batch)
+            self._memory_bytes += _records_size(batch)
             return False
         self._memory.extend(batch[:room])
+        self._memory_bytes += _records_size(batch[:room])
         for parked in batch[room:]:
             self._write_parked(parked)
         return True
@@ -106,7 +114,9 @@ class MessageQueue:
                     self._logger.error(f"{self._log_name}: failed to decode message - {err}")
                     backend.ack(token)
         if self._memory:
-            return self._memory.popleft(), None
+            parked = self._memory.popleft()
+            self._memory_bytes -= len(parked) if isinstance(parked, bytes) else len(parked[0])
+            return parked, None
         return None
 
     def ack(self, token: object) -> None:
@@ -114,9 +124,18 @@ class MessageQueue:
 
     def clear_memory(self) -> None:
         self._memory.clear()
+        self._memory_bytes = 0
 
     def take_memory(self) -> list[Message]:
         """Everything in memory, emptied out (for the shutdown flush)."""
         parked = list(self._memory)
         self._memory.clear()
+        self._memory_bytes = 0
         return [unpark(p) for p in parked]
+
+
+def _records_size(batch: list[Parked]) -> int:
+    total = 0
+    for parked in batch:
+        total += len(parked) if isinstance(parked, bytes) else len(parked[0])
+    return total

@@ -131,10 +131,8 @@ class Topic:
             raise ExitingError()
         if self.draining:
             raise DrainingError()
-        for channel in self._rejecting:
-            if channel.rejects(len(bodies)):
-                raise QueueFullError(f"channel {self.name}:{channel.name} is full (max_channel_depth "
-                                     f"{channel.max_depth})")
+        if self._rejecting:
+            self._check_room(bodies)
         acks = self._nsqd.acks
         begun = acks.begin()
         header = encode_record_header(time.time_ns(), 0)
@@ -149,6 +147,13 @@ class Topic:
             parked = [(cast(bytes, record), delay, None) for record in parked]
         self._accept(parked, size)
         acks.settle(begun)
+
+    def _check_room(self, bodies: list[bytes]) -> None:
+        """QueueFullError when the publish would put a reject-publish channel over its limit."""
+        size = sum(len(body) for body in bodies)
+        for channel in self._rejecting:
+            if channel.rejects(len(bodies), size):
+                raise QueueFullError(f"channel {self.name}:{channel.name} is full ({channel.limits()})")
 
     def republish(self, record: bytes, body_size: int) -> None:
         """A message that keeps its id, timestamp and attempts (a dead letter moved here); returns, or raises, as

@@ -245,3 +245,46 @@ def test_go_nsqd_loads_our_settings_and_drops_them(nsqd_factory, tmp_path: Path)
         go.stop()
     stored = json.loads((data / "nsqd.dat").read_bytes())
     assert stored["topics"] == [{"name": topic, "paused": False, "channels": [{"name": "c", "paused": True}]}]
+
+
+def test_max_channel_bytes_drops_the_head_by_body_bytes(nsqd_factory) -> None:
+    nsqd = nsqd_factory("--max-channel-bytes=10")
+    topic = unique("bytes")
+    _channel(nsqd, topic)
+    for body in (b"aaaa", b"bbbb", b"cccc"):  # 12 bytes of bodies > 10: the oldest goes
+        assert _publish(nsqd, topic, body) == 200
+    row = channel_stats(nsqd, topic, "c")
+    assert (row["depth"], row["dropped_count"]) == (2, 1)
+    assert row["settings"] == {"max_channel_bytes": 10, "channel_overflow": "drop-head"}
+    assert "max_channel_bytes 10 reached (drop-head): 1 dropped so far" in nsqd.log()
+    assert _publish(nsqd, topic, b"x" * 11) == 200  # alone over the limit: dropped with everything before it
+    row = channel_stats(nsqd, topic, "c")
+    assert (row["depth"], row["dropped_count"]) == (0, 4)
+    conn = nsqd.connect()
+    conn.identify()
+    conn.sub(topic, "c")
+    conn.send("RDY 1")
+    assert _publish(nsqd, topic, b"12345678") == 200
+    assert conn.message().body == b"12345678"  # in flight, and still counted
+    assert _publish(nsqd, topic, b"zzz") == 200
+    assert channel_stats(nsqd, topic, "c")["depth"] == 0  # 8 in flight + 3 > 10: the new one is the oldest queued
+
+
+def test_max_channel_bytes_rejects_and_counts_the_disk_after_a_restart(nsqd_factory) -> None:
+    nsqd = nsqd_factory("--max-channel-bytes=10", "--channel-overflow=reject-publish", "--mem-queue-size=0")
+    topic = unique("bytesreject")
+    _channel(nsqd, topic)
+    assert _publish(nsqd, topic, b"123456") == 200
+    nsqd.stop()
+    nsqd.start()
+    assert channel_stats(nsqd, topic, "c")["backend_depth"] == 1
+    reply = nsqd.request("POST", f"/pub?topic={topic}", b"123456")  # 6 on disk + 6 > 10
+    assert (reply.status, reply.json()) == (503, {"message": f"CHANNEL_FULL - channel {topic}:c is full "
+                                                             f"(max_channel_bytes 10)"})
+    conn = nsqd.connect()
+    conn.identify()
+    ftype, data = _mpub(conn, topic, [b"12", b"34", b"5"])  # 6 + 5 > 10: refused whole
+    assert (ftype, data) == (FRAME_ERROR, f"E_MPUB_FAILED MPUB failed channel {topic}:c is full "
+                                          f"(max_channel_bytes 10)".encode())
+    assert _mpub(conn, topic, [b"12", b"34"]) == (0, b"OK")
+    assert channel_stats(nsqd, topic, "c")["depth"] == 3

@@ -144,6 +144,8 @@ def test_log_level_and_prefix(tmp_path: Path) -> None:
 
 #: flags of nsqd's development branch that 1.3.0 does not have (the README lists them)
 DEVELOPMENT_FLAGS = {"auth-http-request-method", "enable-experiment", "topology-region", "topology-zone"}
+#: process-wide flags beyond nsqd (the per-topic and per-channel ones are queue_settings.SETTINGS)
+BEYOND_NSQD_FLAGS = {"persist-deferred", "sigterm"}
 
 
 def _flag_blocks(usage: str) -> dict[str, str]:
@@ -161,7 +163,7 @@ def test_help_matches_go_nsqd_1_3_0() -> None:
     assert ours.returncode == 0
     go = _flag_blocks((Path(__file__).parent / "go_nsqd_1.3.0_help.txt").read_text())
     mine = _flag_blocks(ours.stderr)
-    assert set(mine) - set(go) == DEVELOPMENT_FLAGS | {s.flag for s in queue_settings.SETTINGS} | {"sigterm"}
+    assert set(mine) - set(go) == DEVELOPMENT_FLAGS | BEYOND_NSQD_FLAGS | {s.flag for s in queue_settings.SETTINGS}
     assert {name: mine.get(name) for name in go} == go
 
 

@@ -24,6 +24,9 @@ class DummyBackend:
     def depth(self) -> int:
         return 0
 
+    def unread_bytes(self) -> int:
+        return 0
+
     def sync(self) -> None:
         pass
 

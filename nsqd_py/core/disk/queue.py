@@ -82,10 +82,21 @@ class DiskQueue(DiskReader):
 
         depth, self._rfile, self._rpos, self._wfile, self._wpos, changed = resume(self._files, logger, data_files)
         self._unread = depth
+        self._unread_bytes = self._bytes_on_disk() - 4 * depth
         self._lowest = self._rfile
         if changed:
             self._changes += 1
         self._check_tail()
+
+    def _bytes_on_disk(self) -> int:
+        """The bytes from the read position to the write position, from the files' sizes (at start-up)."""
+        if self._rfile == self._wfile:
+            return max(0, self._wpos - self._rpos)
+        total = self._wpos - self._rpos
+        for file_num in range(self._rfile, self._wfile):
+            with contextlib.suppress(OSError):  # a missing file: the reader will skip it
+                total += os.stat(self._files.data_file(file_num)).st_size
+        return max(0, total)
 
     # ---- writing --------------------------------------------------------------------------------
 
@@ -115,6 +126,7 @@ class DiskQueue(DiskReader):
             raise BackendError(f"failed to write to {self._files.data_file(self._wfile)} - {err}") from err
         self._wpos += total
         self._unread += 1
+        self._unread_bytes += size
         self._changes += 1
         self._count += 1
         self._puts += 1
@@ -384,6 +396,7 @@ class DiskQueue(DiskReader):
             self._rfile, self._rpos = self._wfile, 0
             self._lowest = self._wfile
             self._unread = 0
+            self._unread_bytes = 0
             self._pending.clear()
             self._bad.clear()
             self._changes += 1

@@ -48,6 +48,7 @@ class DiskReader:
         self._wfile = self._wpos = 0
         self._rfile = self._rpos = 0
         self._unread = 0  # records between the read cursor and the write position
+        self._unread_bytes = 0  # their sizes (without the length prefix), summed
         self._pending: OrderedDict[int, _Token] = OrderedDict()  # handed out, not acked, in read order
         self._read_seq = 0  # sequence number of the next record handed out
         self._lowest = 0  # lowest file number that may still be on disk
@@ -71,6 +72,10 @@ class DiskReader:
     def depth(self) -> int:
         """Records not yet handed out by read_one (Go's depth, /stats backend_depth)."""
         return self._unread
+
+    def unread_bytes(self) -> int:
+        """The sizes of those records summed (what a channel's max_channel_bytes counts of its disk queue)."""
+        return self._unread_bytes
 
     def read_one(self) -> tuple[bytes, object] | None:
         """The next unread record and its ack token; None when there is nothing to read."""
@@ -112,6 +117,7 @@ class DiskReader:
                 self._buf = b""  # don't hold a consumed chunk while idle
             self._rpos = pos + 4 + size
             self._unread -= 1
+            self._unread_bytes -= size
             token = _Token(self._read_seq, rfile, pos)
             self._pending[self._read_seq] = token
             self._read_seq += 1
@@ -155,6 +161,7 @@ class DiskReader:
                 "positive depth at tail ({}), data loss"
             self._log.error(f"DISKQUEUE({self.name}) {kind.format(self._unread)}, resetting 0...")
             self._unread = 0
+            self._unread_bytes = 0
             self._changed()
 
     def _write_file_final(self) -> None:
