@@ -11,6 +11,9 @@ from ..core.topic import Topic
 from ..web.params import Query, required_arg
 from ..web.responses import APIError
 
+#: beyond nsqd: the 503's text for what a drain refuses (a message, a new topic or channel)
+DRAINING = "DRAINING"
+
 
 def topic_from_query(nsqd: NSQD, query: Query) -> Topic:
     """nsqd's `getTopicFromQuery`: the topic named by `topic=`, created if new."""
@@ -18,8 +21,11 @@ def topic_from_query(nsqd: NSQD, query: Query) -> Topic:
 
 
 def get_topic(nsqd: NSQD, name: str) -> Topic:
-    """The topic ``name`` (a valid name), created if new; 503 EXITING while nsqd shuts down, 500 INTERNAL_ERROR when
-    nsqd.dat could not record it (core/metadata.py)."""
+    """The topic ``name`` (a valid name), created if new (for a publisher or /topic/create); 503 EXITING while nsqd
+    shuts down, 500 INTERNAL_ERROR when nsqd.dat could not record it (core/metadata.py), and beyond nsqd 503
+    DRAINING for a new topic while nsqd drains."""
+    if nsqd.new_topic_refused(name):
+        raise APIError(503, DRAINING)
     try:
         return nsqd.get_topic(name)
     except ExitingError:

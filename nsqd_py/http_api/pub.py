@@ -15,11 +15,11 @@ from ..core.errors import BackendError, DrainingError, ExitingError, QueueFullEr
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..go.durations import MILLISECOND
-from ..web.params import BOOL_PARAMS, Query, first, query_args, request_query, required_arg
+from ..web.params import BOOL_PARAMS, Query, first, query_args, request_query
 from ..web.responses import APIError
 from ..wire.names import is_valid_name
 from .body import BodyStream, read_body, read_body_until_broken
-from .params import get_topic
+from .params import DRAINING, get_topic, topic_from_query
 
 if TYPE_CHECKING:
     import falcon
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 _INT32 = struct.Struct(">i")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _TOPIC_PARAM = "topic="
-#: beyond nsqd: the 503's text for what a drain refuses (a message, a new topic or channel)
-DRAINING = "DRAINING"
 
 
 def is_plain(query_string: str) -> bool:
@@ -46,25 +44,13 @@ def pub(nsqd: NSQD, content_length: int | None, stream: BodyStream, query_string
         name = query_string[len(_TOPIC_PARAM):]
         if not is_valid_name(name):
             raise APIError(400, "INVALID_TOPIC")
-        publish(client_topic(nsqd, name), [body])
+        publish(get_topic(nsqd, name), [body])
         return "OK"
     query = query_args(query_string)
-    topic = client_topic_from_query(nsqd, query)
+    topic = topic_from_query(nsqd, query)
     defer = first(query, "defer")
     publish(topic, [body], _defer_seconds(nsqd, defer) if defer is not None else 0.0)
     return "OK"
-
-
-def client_topic_from_query(nsqd: NSQD, query: Query) -> Topic:
-    """params.topic_from_query (nsqd's `getTopicFromQuery`) for a client: see `client_topic`."""
-    return client_topic(nsqd, required_arg(query, "topic", "INVALID_TOPIC"))
-
-
-def client_topic(nsqd: NSQD, name: str) -> Topic:
-    """params.get_topic for a publisher or /topic/create: 503 DRAINING for a new topic while nsqd drains."""
-    if nsqd.new_topic_refused(name):
-        raise APIError(503, DRAINING)
-    return get_topic(nsqd, name)
 
 
 def read_message(nsqd: NSQD, content_length: int | None, stream: BodyStream) -> bytes:
@@ -129,7 +115,7 @@ class MPub:
         if (req.content_length or 0) > opts.max_body_size:
             raise APIError(413, "BODY_TOO_BIG")
         query = request_query(req)
-        topic = client_topic_from_query(self.nsqd, query)
+        topic = topic_from_query(self.nsqd, query)
         if self._binary(query):
             body = read_body_until_broken(req, opts.max_body_size)
             if len(body) > opts.max_body_size:

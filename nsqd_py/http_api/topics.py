@@ -16,7 +16,7 @@ from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..web.params import request_query, required_arg, topic_channel_args
 from ..web.responses import APIError
-from .pub import DRAINING, client_topic_from_query
+from .params import DRAINING, topic_from_query
 
 
 def _topic_name(req: falcon.Request, validate: bool) -> str:
@@ -41,7 +41,7 @@ class Topics:
         return existing_topic(self.nsqd, name)
 
     def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> None:
-        client_topic_from_query(self.nsqd, request_query(req))
+        topic_from_query(self.nsqd, request_query(req))
 
     def on_post_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         if not self.nsqd.delete_existing_topic(_topic_name(req, validate=False)):
