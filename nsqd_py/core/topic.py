@@ -18,7 +18,7 @@ from ..config.queue_settings import QueueSettings
 from .channel import Channel
 from .errors import BackendError, DrainingError, ExitingError, QueueFullError
 from .guid import GuidFactory
-from .message import Parked, encode_record_header
+from .message import Parked, encode_record_header, parked_delay
 from .message_queue import MessageQueue
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ class Topic:
     __slots__ = (
         "_channel_list",
         "_guid",
+        "_keeps_deferred",
         "_nsqd",
         "_pump",
         "_queue",
@@ -57,6 +58,9 @@ class Topic:
         backend = nsqd.new_backend(name, self.ephemeral, before_sync=self._sync_channels)
         self._queue = MessageQueue(backend, nsqd.opts.mem_queue_size, nsqd.logger, f"TOPIC({name})")
         self._guid = GuidFactory(nsqd.opts.node_id)
+        #: --persist-deferred: a DPUB goes straight to the channels, past a backlog, so its delay reaches their stores
+        #: instead of waiting in the topic's disk queue, which would forget it
+        self._keeps_deferred = nsqd.opts.persist_deferred
         self._pump: gevent.Greenlet | None = None
         self.paused = False
         self.exiting = False
@@ -167,7 +171,8 @@ class Topic:
         acks.settle(begun)
 
     def _accept(self, parked: list[Parked], size: int) -> None:
-        if self._channel_list and not self.paused and self._pump is None and not self._queue:
+        if self._channel_list and not self.paused and (
+                (self._pump is None and not self._queue) or (self._keeps_deferred and parked_delay(parked[0]))):
             for channel in self._channel_list:
                 channel.put_parked_batch(parked)
         else:
