@@ -115,6 +115,14 @@ class NSQDApplication:
 
         for sig in _STOP_SIGNALS:
             signal.signal(sig, on_stop_signal)
+        gevent.spawn(self._stop_gunicorn_when_asked, program, worker)
+
+    @staticmethod
+    def _stop_gunicorn_when_asked(program: NSQDProgram, worker: Worker) -> None:
+        """PUT /config/shutdown, or the end of a drain (PUT /config/drain): nsqd asks to stop, so the master is told
+        to stop as a SIGTERM would, and it stops this worker (a worker that just exited would be booted again)."""
+        program.nsqd.stop_requested.wait()
+        os.kill(worker.ppid, signal.SIGTERM)
 
     def stop(self) -> None:
         """gunicorn's `worker_exit`: wait until nsqd has stopped and flushed (starting that if no signal did).

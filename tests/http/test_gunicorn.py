@@ -169,3 +169,29 @@ def test_bad_nsqd_flags_fail_like_nsqd(gunicorn_factory) -> None:
     server = gunicorn_factory(["--max-deflate-level=10"])
     assert server.wait() == 1
     assert "failed to instantiate nsqd - --max-deflate-level must be [1,9]" in server.log()
+
+
+def test_a_drain_under_gunicorn_ends_with_the_master(gunicorn_factory, tmp_path: Path) -> None:
+    """Beyond nsqd: PUT /config/drain; once the consumer has everything, nsqd asks gunicorn's master to stop, and the
+    whole server exits 0 (a worker that only exited would be booted again)."""
+    data, tcp_port, http_port = tmp_path / "data", free_port(), free_port()
+    data.mkdir()
+    server = gunicorn_factory([f"--tcp-address=127.0.0.1:{tcp_port}", f"--http-address=127.0.0.1:{http_port}",
+                               f"--data-path={data}"])
+    server.wait_ready(tcp_port, http_port)
+    http_url = f"http://127.0.0.1:{http_port}"
+    topic = f"gdrain{free_port()}"
+    assert requests.post(f"{http_url}/topic/create", params={"topic": topic}, timeout=5).ok
+    assert requests.post(f"{http_url}/channel/create", params={"topic": topic, "channel": "c"}, timeout=5).ok
+    assert requests.post(f"{http_url}/pub", params={"topic": topic}, data=b"left", timeout=5).text == "OK"
+    assert requests.put(f"{http_url}/config/drain", timeout=5).status_code == 200
+    assert requests.post(f"{http_url}/pub", params={"topic": topic}, data=b"late", timeout=5).status_code == 503
+    conn = RawConn(tcp_port)
+    conn.identify()
+    assert conn.sub(topic, "c") == (FRAME_RESPONSE, b"OK")
+    conn.send("RDY 1")
+    msg = conn.message()
+    assert msg.body == b"left"
+    conn.send(b"FIN " + msg.id)  # the last message: the drain ends, nsqd closes the connection and stops
+    assert server.wait(timeout=30) == 0
+    assert "NSQ: drained" in server.log()
