@@ -81,7 +81,8 @@ def _plugins(plugins: dict[str, list[str]]) -> Iterator[None]:
 
 
 class _PatchSslOnImport:
-    """The first `import ssl` imports it through gevent.monkey.patch_ssl, then leaves sys.meta_path."""
+    """The first `import ssl` (or of gevent.ssl) runs gevent.monkey.patch_ssl, which imports both, then leaves
+    sys.meta_path."""
 
     def __init__(self, plugins: dict[str, list[str]]) -> None:
         self._plugins = plugins
@@ -89,7 +90,7 @@ class _PatchSslOnImport:
 
     def find_spec(self, name: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
-        if name != "ssl":
+        if name not in ("ssl", "gevent.ssl"):  # gevent.ssl imports ssl: whichever comes first patches it
             return None
         sys.meta_path.remove(self)
         return ModuleSpec(name, cast("Loader", self))
@@ -98,13 +99,13 @@ class _PatchSslOnImport:
         from gevent import monkey
 
         with _plugins(self._plugins):
-            monkey.patch_ssl()  # imports ssl itself (this finder is gone), then patches it
-        module = sys.modules["ssl"]
+            monkey.patch_ssl()  # imports gevent.ssl and ssl (this finder is gone), then patches ssl
+        module = sys.modules[spec.name]
         self._spec = module.__spec__
         return module
 
     def exec_module(self, module: ModuleType) -> None:
-        module.__spec__ = self._spec  # the import system set this finder's spec on the module gevent patched
+        module.__spec__ = self._spec  # the import system set this finder's spec on the module patch_ssl imported
 
 
 def gevent_plugins(path: list[str] | None = None) -> dict[str, list[str]]:
