@@ -3,6 +3,7 @@
     .venv/bin/python bench/compare_go.py                                   # ours only
     .venv/bin/python bench/compare_go.py --go-dir ../shared/reference-go  # + Go's nsqd, bench_writer/reader
     .venv/bin/python bench/compare_go.py --io-workers 1 ...               # + ours with an I/O worker process
+    .venv/bin/python bench/compare_go.py --also before=/tmp/old/.venv/bin/nsqd ...   # + another build, alternating
 
 Each round starts a fresh server (fresh data dir) per workload; rounds alternate ours, Go, ours, Go. With
 --go-dir, NSQ's own bench_writer/bench_reader generate the load for both servers (else bench/'s Python ones).
@@ -330,6 +331,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run only the rows whose name contains this text")
     parser.add_argument("--io-workers", type=int, default=0,
                         help="also run ours with NSQD_PY_IO_WORKERS=N, in the same alternation")
+    parser.add_argument("--also", action="append", default=[], metavar="NAME=EXECUTABLE",
+                        help="another nsqd in the same alternation (an older build, or a script that execs ours with "
+                             "more flags), tabled against Go like ours; may be given more than once")
     args = parser.parse_args()
     load = Load(args.go_dir, args.runfor)
     rows = [
@@ -356,6 +360,9 @@ def main() -> None:
     servers: list[tuple[str, Path, str]] = [("ours", args.nsqd, "0")]
     if args.io_workers:
         servers.append((f"ours+{args.io_workers}w", args.nsqd, str(args.io_workers)))
+    for also in args.also:
+        name, _, executable = also.partition("=")
+        servers.append((name, Path(executable), "0"))
     if args.go_dir:
         servers.append(("go", args.go_dir / "nsqd", "0"))
     for round_no in range(args.rounds):
