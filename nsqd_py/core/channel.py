@@ -675,6 +675,8 @@ class Channel:
         self._deferred_heap.clear()
         self._in_flight_bytes = self._deferred_bytes = 0
         self._queue.backend.empty()
+        self._shadowed = set()
+        self._shadow_reads = 0
         if self._store is not None:
             self._store.clear()
 

@@ -164,3 +164,20 @@ def test_go_nsqd_loads_a_data_dir_with_deferred_messages(tmp_path, nsqd_factory)
         assert (row["depth"], row["deferred_count"]) == (1, 0)  # Go delivers it at once: allowed, never lost
     finally:
         go.stop()
+
+
+def test_emptying_a_channel_empties_its_store(nsqd_factory) -> None:
+    nsqd = nsqd_factory("--persist-deferred")
+    topic = unique("dempty")
+    _create(nsqd, topic)
+    _dpub(nsqd, topic, b"gone", 1000)
+    assert nsqd.request("POST", f"/channel/empty?topic={topic}&channel=c").status == 200
+    _dpub(nsqd, topic, b"kept", 1000)
+    nsqd.stop(sig=signal.SIGKILL)
+    nsqd.start()
+    assert channel_stats(nsqd, topic, "c")["deferred_count"] == 1
+    conn = _subscriber(nsqd, topic)
+    msg = conn.message()
+    assert msg.body == b"kept"
+    conn.send(f"FIN {msg.id.decode()}")
+    _nothing_left(nsqd, topic)

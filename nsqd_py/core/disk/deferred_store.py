@@ -106,6 +106,7 @@ class DeferredStore:
         self._dead = 0
         self._files = 0
         self._compacting = False
+        self._floor = 0  # the first generation after the last clear(): an older base must not come back
         self._closed = False
         self._after_rounds: dict[object, list[Callable[[], None]]] = {}
 
@@ -212,6 +213,8 @@ class DeferredStore:
     def _write_base(self, generation: int, data: bytes, old_fd: int | None) -> None:
         try:
             run_blocking(self._replace_base, generation, data)
+            if generation < self._floor:  # emptied meanwhile: this base holds what is gone
+                self._unlink(self._path(generation, "base"))
             if old_fd in self._unsynced_fds:  # the base holds what it did (a sync under way closes it instead)
                 self._unsynced_fds.remove(old_fd)
                 os.close(old_fd)
@@ -225,6 +228,8 @@ class DeferredStore:
         remove the older files (a crash before that leaves them, and a load starts from the older base)."""
         path = self._path(generation, "base")
         tmp = f"{path}.tmp"
+        if generation < self._floor:
+            return
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             view = memoryview(data)
@@ -296,6 +301,7 @@ class DeferredStore:
         """Forget every message (the channel was emptied): the files go, a new log begins."""
         self._remove_files()
         self._generation += 1
+        self._floor = self._generation
         self._open_log()
         self._live = self._dead = 0
 
