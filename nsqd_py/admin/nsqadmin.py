@@ -8,6 +8,7 @@ from ..http_server.server import WSGIServer
 from ..runtime.listen import ListenError, display_address, listen, port_of
 from ..runtime.log import Logger
 from ..runtime.version import version_line
+from ..wire.http_auth import secret_or_env
 from .clusterinfo import ClusterInfo
 from .graphite_proxy import graphite_proxy
 from .http_api import create_app
@@ -28,7 +29,7 @@ def make_client(opts: AdminOptions) -> Client:
         verify = False
     cert = (opts.http_client_tls_cert, opts.http_client_tls_key) if opts.http_client_tls_cert else None
     return Client(opts.http_client_connect_timeout / SECOND, opts.http_client_request_timeout / SECOND,
-                  verify=verify, cert=cert)
+                  verify=verify, cert=cert, auth_secret=secret_or_env(opts.http_auth_secret))
 
 
 class NSQAdmin:

@@ -65,6 +65,10 @@ class AdminOptions:
                                      "specified, only these users will be able to perform privileged actions; "
                                      "acl-http-header is used to determine the authenticated user)",
                                      key="admin_users", go_field="AdminUsers")
+    #: beyond nsqd: no TOML key, so /config never shows it; $NSQ_HTTP_AUTH_SECRET when not given (make_client)
+    http_auth_secret: str = setting("http-auth-secret", STRING, "", "secret sent to nsqd and nsqlookupd as "
+                                    "'Authorization: Bearer <secret>' (nsqd --http-auth-required; else from "
+                                    "$NSQ_HTTP_AUTH_SECRET) (beyond nsqd)", key=None)
     config: str = setting("config", STRING, "", "path to config file", key=None)
     show_version: bool = setting("version", BOOL, False, "print version string", key=None)
 

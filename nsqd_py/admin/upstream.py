@@ -1,6 +1,8 @@
 """The HTTP client nsqadmin queries nsqd and nsqlookupd with (Go's internal/http_api Client): NSQ's Accept
 header, the connect and request timeouts, the https retry on a `403 {"https_port": N}`, and Go's error texts,
 since nsqadmin shows them to the user (`got response 404 Not Found "{\"message\":\"TOPIC_NOT_FOUND\"}"`).
+Beyond nsqd, with a secret (`--http-auth-secret`) every query to nsqd and nsqlookupd carries it as
+`Authorization: Bearer` (wire/http_auth.py); notifications do not.
 
 `fan_out` runs one query per address in parallel greenlets and keeps the answers in address order, so one dead
 node costs a request at most the client timeouts, never one timeout per node.
@@ -26,6 +28,7 @@ from urllib3.exceptions import (
 
 from ..go.gocompat import NSQ_ACCEPT, go_quote, join_host_port
 from ..web.responses import status_line
+from ..wire.http_auth import bearer_headers
 from .plain_http import AnswerFailed, ConnectFailed, PlainHTTP
 
 T = TypeVar("T")
@@ -44,7 +47,7 @@ class Client:
     about 0.35 ms of every upstream call, as much as the rest of an /api/topics answer)."""
 
     def __init__(self, connect_timeout: float, request_timeout: float, *, verify: bool | str = True,
-                 cert: tuple[str, str] | None = None) -> None:
+                 cert: tuple[str, str] | None = None, auth_secret: str = "") -> None:
         #: (connect, request) seconds, for the graphite proxy's requests too
         self.timeout = (connect_timeout, request_timeout)
         tls: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED" if verify else "CERT_NONE"}
@@ -54,8 +57,10 @@ class Client:
             urllib3.disable_warnings(InsecureRequestWarning)  # --http-client-tls-insecure-skip-verify asked for it
         if cert is not None:
             tls["cert_file"], tls["key_file"] = cert
+        #: the headers of every query (not of notifications)
+        self.headers = {"Accept": NSQ_ACCEPT, **bearer_headers(auth_secret)}
         #: GETs from plain http:// addresses (nearly all of them): plain_http.py says why
-        self.plain = PlainHTTP(connect_timeout, request_timeout, {"Accept": NSQ_ACCEPT})
+        self.plain = PlainHTTP(connect_timeout, request_timeout, self.headers)
         #: maxsize: the greenlets of a page may ask one node several things at once; keep those connections too
         self.pool = urllib3.PoolManager(maxsize=16, retries=False, headers={"Accept": NSQ_ACCEPT},
                                         timeout=urllib3.Timeout(connect=connect_timeout, read=request_timeout),
@@ -87,7 +92,7 @@ class Client:
                 status, body = self._get_plain(endpoint)
             else:
                 try:
-                    resp = self.pool.request(method, endpoint)
+                    resp = self.pool.request(method, endpoint, headers=self.headers)
                 except HTTPError as err:
                     raise UpstreamError(_go_error(method, endpoint, err)) from None
                 status, body = resp.status, resp.data

@@ -7,6 +7,7 @@ from typing import Any
 import requests
 
 from ..go.gocompat import NSQ_ACCEPT, join_host_port
+from ..wire.http_auth import bearer_headers
 from .errors import HTTPError
 
 #: (connect, request) seconds, the Go tools' --http-client-connect-timeout / --http-client-request-timeout
@@ -20,10 +21,12 @@ def endpoint(address: str, path: str) -> str:
 
 
 def get_json(url: str, params: dict[str, str] | None = None, timeout: tuple[float, float] = DEFAULT_TIMEOUT,
-             ) -> dict[str, Any]:
-    """GET and decode a V1 JSON reply (a pre-1.0 `{"status_code", "data"}` envelope is unwrapped)."""
+             auth_secret: str = "") -> dict[str, Any]:
+    """GET and decode a V1 JSON reply (a pre-1.0 `{"status_code", "data"}` envelope is unwrapped); ``auth_secret``
+    goes as `Authorization: Bearer` (nsqd's --http-auth-required, beyond nsqd)."""
+    headers = {"Accept": NSQ_ACCEPT, **bearer_headers(auth_secret)}
     try:
-        resp = requests.get(url, params=params, headers={"Accept": NSQ_ACCEPT}, timeout=timeout)
+        resp = requests.get(url, params=params, headers=headers, timeout=timeout)
     except requests.RequestException as err:
         raise HTTPError(f"GET {url} failed - {err}") from err
     if resp.status_code != 200:
@@ -72,7 +75,7 @@ def lookupd_topics(lookupds: list[str], timeout: tuple[float, float] = DEFAULT_T
 
 
 def nsqd_stats(address: str, topic: str = "", channel: str = "", *, include_clients: bool = True,
-               timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> dict[str, Any]:
+               timeout: tuple[float, float] = DEFAULT_TIMEOUT, auth_secret: str = "") -> dict[str, Any]:
     """nsqd's `/stats?format=json`, optionally filtered to one topic/channel."""
     params = {"format": "json"}
     if topic:
@@ -81,4 +84,4 @@ def nsqd_stats(address: str, topic: str = "", channel: str = "", *, include_clie
         params["channel"] = channel
     if not include_clients:
         params["include_clients"] = "false"
-    return get_json(endpoint(address, "/stats"), params, timeout)
+    return get_json(endpoint(address, "/stats"), params, timeout, auth_secret)

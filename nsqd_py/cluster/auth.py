@@ -1,7 +1,8 @@
 """Asking an NSQ auth server what a client's secret allows (nsqd's internal/auth).
 
 The reply names an identity and authorizations: a topic regex, channel regexes and the
-permissions `subscribe` / `publish`. Regexes match anywhere in the name (Go's MatchString).
+permissions `subscribe` / `publish`. Regexes match anywhere in the name (Go's MatchString). TCP keeps a client's
+answer on its connection; HTTP (beyond nsqd, http_api/http_auth.py) keeps them in an `AuthCache`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ class AuthError(Exception):
     """The auth server could not be asked, or its answer was unusable (the client sees E_AUTH_FAILED)."""
 
 
+class AuthRefused(AuthError):
+    """The auth server turned the secret down (401 or 403): over TCP the same E_AUTH_FAILED, over HTTP a 401
+    where a server that is down or answers garbage is a 503."""
+
+    REFUSING = (401, 403)
+
+
 @dataclass(slots=True)
 class Authorization:
     topic: re.Pattern[str]
@@ -41,6 +49,10 @@ class Authorization:
         if needed not in self.permissions or not self.topic.search(topic):
             return False
         return any(pattern.search(channel) for pattern in self.channels)
+
+    def may_subscribe_topic(self, topic: str) -> bool:
+        """Subscribe on ``topic`` as a whole (beyond nsqd, HTTP's /topic/peek and /stats): no channel to match."""
+        return "subscribe" in self.permissions and bool(self.topic.search(topic))
 
 
 @dataclass(slots=True)
@@ -55,6 +67,13 @@ class AuthState:
 
     def is_allowed(self, topic: str, channel: str) -> bool:
         return any(a.is_allowed(topic, channel) for a in self.authorizations)
+
+    def may_subscribe_topic(self, topic: str) -> bool:
+        return any(a.may_subscribe_topic(topic) for a in self.authorizations)
+
+    def has_permission(self, permission: str) -> bool:
+        """Some authorization grants ``permission`` (on some topic)."""
+        return any(permission in a.permissions for a in self.authorizations)
 
 
 @dataclass(slots=True)
@@ -78,16 +97,18 @@ class AuthServers:
                    opts.http_client_connect_timeout / 1e9, opts.http_client_request_timeout / 1e9, logger)
 
     def query(self, remote_ip: str, tls: bool, common_name: str, secret: bytes) -> AuthState:
-        """Ask the servers in turn from a random start; the first usable answer wins."""
+        """Ask the servers in turn from a random start; the first usable answer wins. When none answers, a refusal
+        among their errors is raised before any other (the secret is bad, not the servers)."""
         start = random.randrange(len(self.addresses))
-        error: Exception = AuthError("no auth server configured")
+        error: AuthError = AuthError("no auth server configured")
         for i in range(len(self.addresses)):
             address = self.addresses[(start + i) % len(self.addresses)]
             try:
                 return self._query_one(address, remote_ip, tls, common_name, secret)
             except AuthError as err:
                 self.logger.error(f"Error: failed auth against {address} {err}")
-                error = err
+                if not isinstance(error, AuthRefused):
+                    error = err
         raise error
 
     def _query_one(self, address: str, remote_ip: str, tls: bool, common_name: str, secret: bytes) -> AuthState:
@@ -114,14 +135,48 @@ class AuthServers:
                                         headers={**headers, "Content-Type": "application/json"})
                 else:
                     resp = pool.request("GET", _with_query(endpoint, params), headers=headers)
+        except urllib3.exceptions.MaxRetryError as err:  # its text has the URL, and a GET's URL has the secret
+            raise AuthError(str(err.reason)) from None
         except urllib3.exceptions.HTTPError as err:
             raise AuthError(str(err)) from None
         if resp.status != 200:
-            raise AuthError(f"got response {resp.status} {resp.data.decode('utf-8', 'replace')!r}")
+            refused = AuthRefused if resp.status in AuthRefused.REFUSING else AuthError
+            raise refused(f"got response {resp.status} {resp.data.decode('utf-8', 'replace')!r}")
         try:
             return parse_auth_reply(orjson.loads(resp.data), self.clock())
         except ValueError as err:
             raise AuthError(str(err)) from None
+
+
+class AuthCache:
+    """The answers of the auth servers by secret until their ttl, for HTTP requests (beyond nsqd), which have no
+    connection to keep them on. Keyed by remote IP and TLS too, since the server's answer may depend on them; at
+    most ``size`` answers (the expired go first, then the oldest). Refusals are not kept."""
+
+    def __init__(self, servers: AuthServers, size: int = 10_000) -> None:
+        self.servers = servers
+        self.size = size
+        self._states: dict[tuple[bytes, str, bool], AuthState] = {}
+
+    def get(self, remote_ip: str, tls: bool, secret: bytes) -> AuthState:
+        """The answer for ``secret``, asked again past its ttl (AuthError as `AuthServers.query` raises it)."""
+        key = (secret, remote_ip, tls)
+        now = self.servers.clock()
+        state = self._states.get(key)
+        if state is not None and not state.is_expired(now):
+            return state
+        self._states.pop(key, None)
+        state = self.servers.query(remote_ip, tls, "", secret)
+        if len(self._states) >= self.size:
+            self._evict(now)
+        self._states[key] = state
+        return state
+
+    def _evict(self, now: float) -> None:
+        for key in [key for key, state in self._states.items() if state.is_expired(now)]:
+            del self._states[key]
+        while len(self._states) >= self.size:
+            del self._states[next(iter(self._states))]
 
 
 def _with_query(url: str, params: dict[str, str | bytes]) -> str:

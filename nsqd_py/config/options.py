@@ -245,6 +245,10 @@ class Options:
     # Beyond nsqd, process-wide: deferred messages keep their due time on disk (core/disk/deferred_store.py)
     persist_deferred: bool = setting("persist-deferred", BOOL, False, "keep deferred messages (DPUB, REQ with a "
         "delay) on disk with their due time, so restarts and crashes keep it (beyond nsqd)")
+    http_auth_required: bool = setting("http-auth-required", BOOL, False, "require 'Authorization: Bearer "
+        "<secret>' on the HTTP API, checked against --auth-http-address (/ping and /info stay open) (beyond nsqd)")
+    http_admin_identity: str = setting("http-admin-identity", STRING, "", "with --http-auth-required, the auth "
+        "server identity allowed /config and /metrics (empty: nobody) (beyond nsqd)")
     sigterm: str = setting("sigterm", STRING, CLEAN_SHUTDOWN, f"what SIGTERM does: {CLEAN_SHUTDOWN} (flush to disk "
         f"and exit) or {DRAIN} (refuse new messages, topics and channels; exit once consumers have the rest)")
 
@@ -322,6 +326,8 @@ def validate(opts: Options) -> None:
         raise InstantiateError("cannot require TLS client connections without TLS key and cert")
     if opts.auth_http_request_method not in ("post", "get"):
         raise InstantiateError("--auth-http-request-method must be post or get")
+    if opts.http_auth_required and not opts.auth_http_addresses:
+        raise InstantiateError("--http-auth-required needs --auth-http-address")
     for value in opts.e2e_processing_latency_percentiles:
         if value <= 0 or value > 1:  # written like Go's check, so NaN passes as it does there
             raise InstantiateError(f"invalid E2E processing latency percentile: {format_float(value)}")

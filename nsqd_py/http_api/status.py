@@ -14,6 +14,7 @@ from ..core.nsqd import NSQD
 from ..runtime.version import NSQ_VERSION
 from ..tcp.client_stats import client_stats
 from ..web.params import bool_param, first, request_query
+from .http_auth import AUTH_STATE, visible_stats
 from .stats_text import render_stats
 
 
@@ -44,7 +45,8 @@ class Info:
 
 
 class Stats:
-    """`format=json` answers the snapshot as JSON; any other format, the text report."""
+    """`format=json` answers the snapshot as JSON; any other format, the text report. Beyond nsqd, with
+    --http-auth-required both show only what the caller may subscribe to (http_auth.py)."""
 
     def __init__(self, nsqd: NSQD) -> None:
         self.nsqd = nsqd
@@ -58,6 +60,9 @@ class Stats:
             describe_client=client_stats if bool_param(query, "include_clients") else None,
             include_mem=bool_param(query, "include_mem"),
         )
+        state = req.env.get(AUTH_STATE)
+        if state is not None:
+            snapshot = visible_stats(snapshot, state)
         if first(query, "format") == "json":
             return snapshot
         return render_stats(snapshot, time.time())

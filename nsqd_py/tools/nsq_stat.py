@@ -17,6 +17,7 @@ from ..client import HTTPError, lookup_producers, nsqd_stats
 from ..go.durations import SECOND
 from ..go.goflags import parse_int
 from ..go.settings import BOOL, DURATION, LIST, STRING, custom, setting
+from ..wire.http_auth import secret_or_env
 from .common import HTTPTimeoutOptions, log_fatal, parse_tool_flags, printed_version
 from .stat_table import HEADER, HEADER_EVERY, ChannelTotals, channel_totals, row
 
@@ -39,6 +40,9 @@ class StatOptions(HTTPTimeoutOptions):
                                              "nsqd HTTP address (may be given multiple times)")
     lookupd_http_addresses: list[str] = setting("lookupd-http-address", LIST, [],
                                                 "lookupd HTTP address (may be given multiple times)")
+    http_auth_secret: str = setting("http-auth-secret", STRING, "", "secret sent to nsqd as 'Authorization: Bearer "
+                                    "<secret>' (nsqd --http-auth-required; else from $NSQ_HTTP_AUTH_SECRET) "
+                                    "(beyond nsqd)")
 
     @property
     def interval(self) -> float:
@@ -94,7 +98,8 @@ def poll(opts: StatOptions) -> ChannelTotals:
 
 
 def _stats(address: str, opts: StatOptions) -> dict[str, Any]:
-    return nsqd_stats(address, opts.topic, include_clients=False, timeout=opts.http_timeout)
+    return nsqd_stats(address, opts.topic, include_clients=False, timeout=opts.http_timeout,
+                      auth_secret=secret_or_env(opts.http_auth_secret))
 
 
 def stat_loop(opts: StatOptions) -> None:

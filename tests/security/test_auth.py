@@ -28,6 +28,7 @@ from tests.security.util import (
     dead_port,
     grant,
     mpub_body,
+    requests_for,
 )
 from tests.support import NsqdProcess, wait_until
 
@@ -90,10 +91,6 @@ def auth_nsqd(tmp_path_factory: pytest.TempPathFactory, authd: AuthServer,
                        "--http-client-connect-timeout=1s", "--http-client-request-timeout=1s").start()
     yield proc
     proc.stop()
-
-
-def requests_for(server: AuthServer, secret: str) -> list[AuthRequest]:
-    return [r for r in list(server.requests) if r.params.get("secret") == secret]
 
 
 def authed_conn(proc: NsqdProcess, secret: str, **identify: object) -> SecureConn:

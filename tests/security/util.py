@@ -276,6 +276,11 @@ class AuthServer:
         self.httpd.server_close()
 
 
+def requests_for(server: AuthServer, secret: str) -> list[AuthRequest]:
+    """What ``server`` was asked about ``secret`` so far."""
+    return [r for r in list(server.requests) if r.params.get("secret") == secret]
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:

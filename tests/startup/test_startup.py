@@ -145,7 +145,7 @@ def test_log_level_and_prefix(tmp_path: Path) -> None:
 #: flags of nsqd's development branch that 1.3.0 does not have (the README lists them)
 DEVELOPMENT_FLAGS = {"auth-http-request-method", "enable-experiment", "topology-region", "topology-zone"}
 #: process-wide flags beyond nsqd (the per-topic and per-channel ones are queue_settings.SETTINGS)
-BEYOND_NSQD_FLAGS = {"persist-deferred", "sigterm"}
+BEYOND_NSQD_FLAGS = {"persist-deferred", "sigterm", "http-auth-required", "http-admin-identity"}
 
 
 def _flag_blocks(usage: str) -> dict[str, str]:

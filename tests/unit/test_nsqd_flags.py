@@ -646,7 +646,8 @@ GO_NSQD_FIELDS = (
     "E2EProcessingLatencyPercentiles", "TLSCert", "TLSKey", "TLSClientAuthPolicy", "TLSRootCAFile", "TLSRequired",
     "TLSMinVersion", "DeflateEnabled", "MaxDeflateLevel", "SnappyEnabled", "Experiments",
     # beyond nsqd (config/queue_settings.py, then the process-wide ones), after Go's own
-    *(go_field_name(control.key) for control in queue_settings.SETTINGS), "PersistDeferred", "Sigterm",
+    *(go_field_name(control.key) for control in queue_settings.SETTINGS), "PersistDeferred", "HTTPAuthRequired",
+    "HTTPAdminIdentity", "Sigterm",
 )
 GO_LOOKUPD_FIELDS = (
     "LogLevel", "LogPrefix", "TCPAddress", "HTTPAddress", "BroadcastAddress", "InactiveProducerTimeout",
