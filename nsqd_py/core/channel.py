@@ -170,6 +170,46 @@ class Channel:
         """What max_channel_bytes counts: the bodies of the same messages, summed."""
         return self._queue.body_bytes() + self._in_flight_bytes + self._deferred_bytes
 
+    # ---- peek (beyond nsqd: http_api/peek.py) ---------------------------------------------------
+
+    def peek(self, limit: int, state: str = "") -> list[tuple[str, Message, int]]:
+        """Up to ``limit`` messages, touching none: the queued in the order dispatch hands them out, then those in
+        flight by deadline, then the deferred by due time (``state``: only ``queued``, ``in_flight`` or
+        ``deferred``). Each comes as (state, message, its deadline or due time in Unix ms, 0 when queued). Queued
+        messages are copies; the others are the channel's own, to read and not to change."""
+        found: list[tuple[str, Message, int]] = []
+        if state in ("", "queued"):
+            found.extend(("queued", msg, 0) for msg in self._peek_queued(limit))
+        wall_ms, now = time.time_ns() / 1e6, time.monotonic()
+        if state in ("", "in_flight") and len(found) < limit:
+            flying = sorted(self._in_flight.values(), key=lambda m: (m.deadline, m.deliver_ts))
+            found.extend(("in_flight", msg, int(wall_ms + (msg.deadline - now) * 1000))
+                         for msg in flying[:limit - len(found)])
+        if state in ("", "deferred") and len(found) < limit:
+            deferred = self._deferred
+            due = heapq.nsmallest(limit - len(found),
+                                  [entry for entry in self._deferred_heap if deferred.get(entry[2].id) is entry[2]])
+            found.extend(("deferred", msg, int(wall_ms + (at - now) * 1000)) for at, _, msg in due)
+        return found
+
+    def _peek_queued(self, limit: int) -> list[Message]:
+        """The queue's next ``limit`` messages, without the flushed copies of deferred ones dispatch would drop
+        (--persist-deferred's shadowed records, among the first disk reads)."""
+        want = limit
+        while True:
+            peeked = self._queue.peek(want)
+            kept: list[Message] = []
+            disk_reads = 0
+            for msg, on_disk in peeked:
+                if on_disk:
+                    disk_reads += 1
+                    if disk_reads <= self._shadow_reads and msg.id in self._shadowed:
+                        continue
+                kept.append(msg)
+            if len(kept) >= limit or len(peeked) < want:
+                return kept[:limit]
+            want += limit - len(kept)
+
     # ---- bounds (beyond nsqd: config/queue_settings.py) ----------------------------------------
 
     def settings_changed(self) -> None:

@@ -19,6 +19,9 @@ class BackendQueue(Protocol):
     def read_one(self) -> tuple[bytes, object] | None:
         """The next record and the token that acks it, None when empty."""
 
+    def peek(self, limit: int) -> list[bytes]:
+        """Up to ``limit`` of the next records read_one would return, changing nothing."""
+
     def ack(self, token: object) -> None: ...
 
     def depth(self) -> int: ...

@@ -10,6 +10,7 @@ nothing to a full collection (Message objects made every gen-2 pass walk the who
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from ..runtime.log import Logger
 from .edges import BackendQueue
@@ -118,6 +119,32 @@ class MessageQueue:
             self._memory_bytes -= len(parked) if isinstance(parked, bytes) else len(parked[0])
             return parked, None
         return None
+
+    def peek(self, limit: int) -> list[tuple[Message, bool]]:
+        """Up to ``limit`` of the next messages in the order pop_parked hands them out (memory and disk taking
+        turns), each a new copy with whether it is on disk; nothing is popped, read off the disk or reordered."""
+        memory = list(islice(self._memory, limit))
+        disk: list[bytes] = []
+        for data in self._backend.peek(limit):
+            try:
+                decode_record(data)
+            except ValueError:
+                continue  # pop_parked drops what it cannot decode and reads on
+            disk.append(data)
+        found: list[tuple[Message, bool]] = []
+        take_backend = self._take_backend_next
+        at_memory = at_disk = 0
+        while len(found) < limit:
+            if (take_backend or at_memory == len(memory)) and at_disk < len(disk):
+                found.append((unpark(disk[at_disk]), True))
+                at_disk += 1
+            elif at_memory < len(memory):
+                found.append((unpark(parked_record(memory[at_memory])[0]), False))
+                at_memory += 1
+            else:
+                break
+            take_backend = not take_backend
+        return found
 
     def ack(self, token: object) -> None:
         self._backend.ack(token)

@@ -22,6 +22,7 @@ from .message import Parked, encode_record_header, parked_delay
 from .message_queue import MessageQueue
 
 if TYPE_CHECKING:
+    from .message import Message
     from .nsqd import NSQD
 
 _YIELD_EVERY = 256
@@ -78,6 +79,11 @@ class Topic:
 
     def backend_depth(self) -> int:
         return self._queue.backend_depth()
+
+    def peek(self, limit: int) -> list[Message]:
+        """Up to ``limit`` messages of the topic's own backlog (no channel yet, or paused), in the order its channels
+        would get them, as copies: nothing is taken off the queue (/topic/peek)."""
+        return [msg for msg, _on_disk in self._queue.peek(limit)]
 
     # ---- channels -------------------------------------------------------------------------------
 

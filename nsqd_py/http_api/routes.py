@@ -14,6 +14,7 @@ from ..web.responses import JSON_TYPE, NSQ_CONTENT_TYPE, status_line
 from ..web.router import Router, falcon_app
 from .config import Config
 from .metrics import Metrics
+from .peek import ChannelPeek, TopicPeek
 from .ping import Ping
 from .pub import MPub, Pub
 from .settings import QueueSettingsResource
@@ -58,5 +59,7 @@ def routes_app(ctx: ServerContext, middleware: list[object] | None = None) -> fa
         app.add_route(f"/channel/{action}", channels, suffix=action)
     app.add_route("/topic/settings", QueueSettingsResource(nsqd, "topic"))  # beyond nsqd
     app.add_route("/channel/settings", QueueSettingsResource(nsqd, "channel"))
+    app.add_route("/topic/peek", TopicPeek(nsqd))  # beyond nsqd
+    app.add_route("/channel/peek", ChannelPeek(nsqd))
     app.add_route("/config/{opt}", Config(ctx))
     return app

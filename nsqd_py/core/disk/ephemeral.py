@@ -18,6 +18,9 @@ class DummyBackend:
     def read_one(self) -> tuple[bytes, object] | None:
         return None
 
+    def peek(self, limit: int) -> list[bytes]:
+        return []
+
     def ack(self, token: object) -> None:
         pass
 

@@ -129,6 +129,50 @@ class DiskReader:
             return data, token
         return None
 
+    def peek(self, limit: int) -> list[bytes]:
+        """Up to ``limit`` unread records from the read cursor on, in the order read_one returns them, read with
+        pread and without reading them for real: the cursor, the pending records, the depth and the meta file stay
+        as they are (/channel/peek). A bad record ends its file, as read_one would skip the rest of it."""
+        found: list[bytes] = []
+        if self._closed:
+            return found
+        for num in range(self._rfile, self._wfile + 1):
+            if len(found) >= limit:
+                break
+            pos = self._rpos if num == self._rfile else 0
+            self._peek_file(num, pos, limit, found)
+        return found
+
+    def _peek_file(self, num: int, pos: int, limit: int, found: list[bytes]) -> None:
+        """The records of data file ``num`` from ``pos`` on, appended to ``found`` until it holds ``limit``."""
+        try:
+            fd = os.open(self._files.data_file(num), os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            end = self._wpos if num == self._wfile else os.fstat(fd).st_size
+            buf = b""
+            buf_pos = pos
+            while len(found) < limit and pos + 4 <= end:
+                off = pos - buf_pos
+                if off + 4 > len(buf):
+                    buf, buf_pos, off = os.pread(fd, max(4, min(READ_CHUNK, end - pos)), pos), pos, 0
+                    if len(buf) < 4:
+                        return
+                (size,) = LENGTH.unpack_from(buf, off)
+                if size < self._min_size or size > self._max_size or pos + 4 + size > end:
+                    return
+                if off + 4 + size > len(buf):
+                    buf, buf_pos, off = os.pread(fd, max(4 + size, min(READ_CHUNK, end - pos)), pos), pos, 0
+                    if len(buf) < 4 + size:
+                        return
+                found.append(buf[off + 4:off + 4 + size])
+                pos += 4 + size
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+
     def _take_token(self, token: object) -> _Token | None:
         """The pending record ``token`` names, now no longer pending; None for unknown, repeated, pre-empty() or
         after-close tokens."""
