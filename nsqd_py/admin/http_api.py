@@ -47,8 +47,8 @@ def create_app(views: Views, notifier: Notifier) -> falcon.App:
         app.add_route(posixpath.join(base, path.lstrip("/")), api, suffix=suffix, plain=path == "/ping")
     pages = Pages(views)
     for path, suffix in (("/", "index"), ("/topics", "index"), ("/topics/{topic}", "topic"),
-                         ("/topics/{topic}/{channel}", "channel"), ("/nodes", "nodes"),
-                         ("/nodes/{node}", "node"), ("/counter", "counter"),
+                         ("/topics/{topic}/{channel}", "channel"), ("/topics/{topic}/{channel}/message", "message"),
+                         ("/nodes", "nodes"), ("/nodes/{node}", "node"), ("/counter", "counter"),
                          ("/lookup", "lookup"), ("/static/{asset}", "static")):
         app.add_route(posixpath.join(base, path.lstrip("/")), pages, suffix=suffix, page=True)
     return app

@@ -1,5 +1,6 @@
 """nsqadmin's HTML pages (Go's `/`, `/topics/:topic`, `/topics/:topic/:channel`, `/nodes`, `/nodes/:node`,
-`/counter`, `/lookup`, `/static/:asset`), rendered on the server with Jinja2 from the same `Views` dicts the JSON
+`/counter`, `/lookup`, `/static/:asset`; beyond Go, `/topics/:topic/:channel/message?node=&id=`: one message the
+channel page lists, admin/messages.py), rendered on the server with Jinja2 from the same `Views` dicts the JSON
 API answers. The pages' buttons call that API (POST/DELETE /api/...) from static/admin.js, so the ACL and the
 notifications apply to them as to any other client: there is one implementation of each action.
 """
@@ -100,8 +101,21 @@ class Pages:
         return self._render("topic.html", "topics", lambda: self.views.topic(topic), topic=topic)
 
     def on_get_channel(self, req: falcon.Request, resp: falcon.Response, topic: str, channel: str) -> Any:
-        return self._render("channel.html", "topics", lambda: self.views.channel(topic, channel), topic=topic,
-                            channel=channel)
+        return self._render("channel.html", "topics", lambda: self._channel_with_messages(topic, channel),
+                            topic=topic, channel=channel)
+
+    def _channel_with_messages(self, topic: str, channel: str) -> dict[str, Any]:
+        """The channel view and, beyond nsqd, its first messages under `peek` (not in the JSON API's answer)."""
+        data = self.views.channel(topic, channel)
+        if "channel_name" in data:
+            data["peek"] = self.views.channel_messages(data)
+        return data
+
+    def on_get_message(self, req: falcon.Request, resp: falcon.Response, topic: str, channel: str) -> Any:
+        """Beyond nsqd: one message of the channel (`?node=ADDRESS&id=ID`), opened from the channel page."""
+        node, msg_id = req.get_param("node") or "", req.get_param("id") or ""
+        return self._render("message.html", "topics", lambda: self.views.channel_message(topic, channel, node, msg_id),
+                            topic=topic, channel=channel, node=node, msg_id=msg_id)
 
     def on_get_nodes(self, req: falcon.Request, resp: falcon.Response) -> Any:
         return self._render("nodes.html", "nodes", self.views.nodes)

@@ -17,6 +17,7 @@ from ..runtime.log import Logger
 from ..web.responses import APIError
 from . import node_stats as st
 from .clusterinfo import ClusterError, ClusterInfo, Errors
+from .messages import OPEN_LIMIT, PAGE_MESSAGES, peek_nodes, shown
 from .options import AdminOptions
 from .upstream import UpstreamError
 
@@ -111,6 +112,27 @@ class Views:
                               lambda: _second(self.ci.nsqd_stats(producers, topic, channel, True)))
         found = channels.get(channel)
         return {**(found or {}), "message": warning(messages)}
+
+    def channel_messages(self, channel: dict[str, Any]) -> dict[str, Any]:
+        """Beyond nsqd: the first messages of each node of a ``channel`` view (admin/messages.py); `answered` is
+        false when no node serves a peek (Go's nsqd)."""
+        nodes = [n["node"] for n in channel.get("nodes") or []]
+        peeked = peek_nodes(self.ci, nodes, channel["topic_name"], channel["channel_name"], PAGE_MESSAGES)
+        return {"answered": bool(peeked), "messages": [shown(node, m) for node, found in peeked for m in found]}
+
+    def channel_message(self, topic: str, channel: str, node: str, msg_id: str) -> dict[str, Any]:
+        """Beyond nsqd: one message of a channel on one of the topic's nodes, while it is still queued, in flight or
+        deferred there; 404 NODE_NOT_FOUND or MESSAGE_NOT_FOUND."""
+        messages: list[str] = []
+        producers = self._step("get topic producers", messages,
+                               lambda: self.ci.topic_producers(topic, self.lookupds, self.nsqds))
+        if node not in {p.http_address for p in producers}:
+            raise APIError(404, "NODE_NOT_FOUND")
+        for at, found in peek_nodes(self.ci, [node], topic, channel, OPEN_LIMIT):
+            for peeked in found:
+                if peeked["id"] == msg_id:
+                    return {**shown(at, peeked), "message": warning(messages)}
+        raise APIError(404, "MESSAGE_NOT_FOUND")
 
     def nodes(self) -> dict[str, Any]:
         """Every nsqd of the cluster, as lookupd (or the nsqd themselves) describe it."""
