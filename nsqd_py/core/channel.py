@@ -104,8 +104,9 @@ class Channel:
         self._deferred_bytes = 0
         self._deferred_heap: list[tuple[float, int, Message]] = []
         self._seq = itertools.count()
-        #: --persist-deferred: the deferred messages on disk with their due times (disk/deferred_store.py); the ids
-        #: it loaded, whose copies flushed to the disk queue at the last shutdown are among its first reads
+        #: --persist-deferred: the deferred messages on disk with their due times (disk/deferred_store.py); how
+        #: many of the disk queue's first reads may be copies of them that the last shutdown flushed there, and the
+        #: ids of those that came due meanwhile (the others are still in _deferred)
         self._store: DeferredStore | None = None
         self._shadowed: set[bytes] = set()
         self._shadow_reads = 0
@@ -203,7 +204,7 @@ class Channel:
             for msg, on_disk in peeked:
                 if on_disk:
                     disk_reads += 1
-                    if disk_reads <= self._shadow_reads and msg.id in self._shadowed:
+                    if disk_reads <= self._shadow_reads and self._is_shadowed(msg.id):
                         continue
                 kept.append(msg)
             if len(kept) >= limit or len(peeked) < want:
@@ -588,9 +589,8 @@ class Channel:
         heapq.heapify(heap)
         if store.needs_compaction():
             store.compact(self._deferred_entries())
-        if entries and self._queue.backend_depth():
+        if entries:
             # the last clean shutdown also wrote these to the disk queue, for Go nsqd: those copies are not new
-            self._shadowed = set(self._deferred)
             self._shadow_reads = self._queue.backend_depth()
 
     def _shadowed_copy(self, msg: Message) -> bool:
@@ -599,12 +599,16 @@ class Channel:
         if msg.token is None:
             return False
         self._shadow_reads -= 1
-        copy = msg.id in self._shadowed  # kept in the set: two shutdowns in a row leave two copies
+        copy = self._is_shadowed(msg.id)
         if copy:
             self._release_token(msg)
         if not self._shadow_reads:
             self._shadowed = set()
         return copy
+
+    def _is_shadowed(self, msg_id: bytes) -> bool:
+        """Whether a record among the first disk reads is a copy (two shutdowns in a row leave two of one)."""
+        return msg_id in self._deferred or msg_id in self._shadowed
 
     def _left_store(self, begun: Any, ids: list[bytes]) -> None:
         """Due messages are queued: once the queue has them (on disk, at the durable settings) the store lets go."""
@@ -681,6 +685,8 @@ class Channel:
             del self._deferred[msg.id]
             self._deferred_bytes -= len(msg.body)
             due.append(msg.id)
+            if self._shadow_reads:
+                self._shadowed.add(msg.id)  # its flushed copy may still be ahead in the disk queue
             self._enqueue(msg)
         if begun is not None and due:
             gevent.spawn(self._left_store, begun, due)
