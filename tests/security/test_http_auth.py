@@ -5,7 +5,9 @@ nsq_stat sending a secret."""
 
 from __future__ import annotations
 
+import http.client
 import os
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -192,6 +194,21 @@ def test_the_request_nsqd_sends_and_the_ttl_cache(gated: NsqdProcess, authd: Aut
     call(gated, "GET", "/stats", REFUSED)
     call(gated, "GET", "/stats", REFUSED)
     assert len(requests_for(authd, REFUSED)) == refused_before + 2  # a refusal is not kept
+
+
+def test_https_asks_with_tls_true(nsqd_factory: Callable[..., NsqdProcess], auth_server: Callable,
+                                  tls_flags: Callable[..., list[str]]) -> None:
+    server = auth_server()
+    flags = tls_flags(f"--auth-http-address={server.address}", "--http-auth-required")
+    proc = nsqd_factory(*flags)
+    port = int(next(f for f in flags if f.startswith("--https-address=")).rpartition(":")[2])
+    conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ssl._create_unverified_context())
+    conn.request("GET", "/stats?format=json", headers=dict(bearer("tls-secret")))
+    assert conn.getresponse().status == 200
+    conn.close()
+    assert proc.request("GET", "/stats", headers=bearer("plain-secret")).status == 200
+    assert requests_for(server, "tls-secret")[0].params["tls"] == "true"
+    assert requests_for(server, "plain-secret")[0].params["tls"] == "false"
 
 
 # ---- /stats shows what may be subscribed --------------------------------------------------------------------
