@@ -25,7 +25,9 @@ import urllib3
 from ..client.errors import HTTPError
 from ..client.http import endpoint
 from .discovery import parallel
-from .planner import UnreachableError, http_pool
+from .nsqd_http import base_url, http_pool, send
+from .options import ConnectOptions
+from .planner import UnreachableError
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +57,29 @@ class ClockOffset:
         return both if both.low <= both.high else other
 
 
-def clock_offsets(http_addresses: dict[str, str], connect_timeout: float) -> dict[str, ClockOffset]:
-    """The clock offset of each nsqd (its TCP address, to its HTTP address), asked all at once. An nsqd that does
-    not answer raises UnreachableError; one whose answers carry no Date is taken as in step, with a warning."""
-    timeout = (min(2.0, connect_timeout), connect_timeout)
+def clock_offsets(http_addresses: dict[str, str], connect: ConnectOptions) -> dict[str, ClockOffset]:
+    """The clock offset of each nsqd (its TCP address, to its HTTP address, asked as the survey asks it: over HTTPS
+    with the reads' TLS settings where it does, nsqd_http.py), all at once. An nsqd that does not answer raises
+    UnreachableError; one whose answers carry no Date is taken as in step, with a warning."""
+    timeout = (min(2.0, connect.connect_timeout), connect.connect_timeout)
     stop_at = time.monotonic() + _LONGEST
-    calls = {tcp: _measure_call(http, timeout, stop_at) for tcp, http in http_addresses.items()}
-    offsets, errors = parallel(calls, stop_at + connect_timeout)
+    calls = {tcp: _measure_call(http, connect, timeout, stop_at) for tcp, http in http_addresses.items()}
+    offsets, errors = parallel(calls, stop_at + connect.connect_timeout)
     if errors:
         raise UnreachableError("cannot read the clock of " + "; ".join(
             f"nsqd {tcp} (HTTP {http_addresses[tcp]}): {err}" for tcp, err in sorted(errors.items())))
     return offsets
 
 
-def _measure_call(http: str, timeout: tuple[float, float], stop_at: float) -> Callable[[], ClockOffset]:
-    return lambda: measure(http, timeout, stop_at)
+def _measure_call(http: str, connect: ConnectOptions, timeout: tuple[float, float],
+                  stop_at: float) -> Callable[[], ClockOffset]:
+    return lambda: measure(http, connect, timeout, stop_at)
 
 
-def measure(http: str, timeout: tuple[float, float], stop_at: float) -> ClockOffset:
+def measure(http: str, connect: ConnectOptions, timeout: tuple[float, float], stop_at: float) -> ClockOffset:
     """Ask nsqd's `/ping` until the second in its Date changes, or until ``stop_at`` (time.monotonic())."""
-    url = endpoint(http, "/ping")
-    with http_pool(timeout) as pool:
+    url = endpoint(base_url(http), "/ping")
+    with http_pool(url, connect, timeout) as pool:
         answer = _ask(pool, url)
         if answer is None:
             log.warning("nsqd %s sends no Date header: availableNow takes its clock as the driver's (keep them in "
@@ -99,10 +103,7 @@ def _ask(pool: urllib3.PoolManager, url: str) -> tuple[int, int, int] | None:
     """The second of the answer's Date, and the driver's ns when the ask was sent and the answer came; None without
     a Date. Any status does (nsqd answers 403 to plain HTTP when it requires TLS, with a Date all the same)."""
     sent = time.time_ns()
-    try:
-        resp = pool.request("GET", url)
-    except urllib3.exceptions.HTTPError as err:
-        raise HTTPError(f"GET {url} failed - {err}") from err
+    resp = send(pool, "GET", url)
     received = time.time_ns()
     try:
         second = int(email.utils.parsedate_to_datetime(resp.headers["Date"]).timestamp())

@@ -4,8 +4,8 @@ then AUTH.
 
 A failure here is one of two kinds, and callers treat them apart: nsqd is down or cannot be reached (refused, timed
 out, reset: it may answer later), or the connection can never work as configured (a CA file missing on this host, a
-certificate nsqd or we refuse, AUTH required or refused, a topic nsqd refuses): `ConnectionConfigError`, which
-names the option, the file or nsqd's answer."""
+certificate nsqd or we refuse, `tls` asked for and not granted, AUTH required or refused, a topic nsqd refuses):
+`ConnectionConfigError`, which names the option, the file or nsqd's answer."""
 
 from __future__ import annotations
 
@@ -30,8 +30,11 @@ class ConnectionConfigError(NSQError):
 
 def tls_context(opts: ConnectOptions) -> ssl.SSLContext | None:
     """Built where it is used (SSL contexts do not pickle), so a file missing on an executor shows here."""
-    if not opts.tls:
-        return None
+    return ssl_context(opts) if opts.tls else None
+
+
+def ssl_context(opts: ConnectOptions) -> ssl.SSLContext:
+    """The TLS settings of the options (CA, client certificate, verification), also for the driver's HTTPS survey."""
     try:
         context = ssl.create_default_context(cafile=opts.tls_ca_file)
     except (OSError, ssl.SSLError) as err:
@@ -57,6 +60,10 @@ def open_connection(address: str, opts: ConnectOptions) -> Connection:
     conn.connect()
     try:
         negotiated = conn.identify(**opts.identify_fields())
+        if opts.tls and not negotiated.get("tls_v1"):
+            raise ConnectionConfigError(f"option 'tls' is true but nsqd {address} did not grant TLS (its IDENTIFY "
+                                        f"answer has tls_v1 false: it has no --tls-cert/--tls-key): closed before "
+                                        f"anything else was sent. Give nsqd a certificate, or set tls=false")
         if negotiated.get("auth_required"):
             if not opts.auth_secret:
                 raise ConnectionConfigError(f"nsqd {address} requires AUTH: set the 'authSecret' option")

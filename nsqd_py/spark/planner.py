@@ -21,17 +21,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
-
-import certifi
-import urllib3
 
 from ..client.connection import split_address
 from ..client.errors import HTTPError
-from ..client.http import endpoint, nsqd_stats
 from ..go.gocompat import join_host_port
+from . import nsqd_http
+from .connect import ConnectionConfigError
 from .discovery import lookup_nodes, parallel
-from .options import OptionError, ReadOptions
+from .options import ConnectOptions, OptionError, ReadOptions
 from .slices import SliceSpec
 
 log = logging.getLogger(__name__)
@@ -123,15 +120,16 @@ class _Node:
 def survey(opts: ReadOptions, strict: bool) -> Survey:
     """Every nsqd's state of the channel for each subscribed topic, asked all at once within connect_timeout. One
     that does not answer is skipped with a warning, or (``strict``) raises UnreachableError; an nsqd whose TCP port
-    answers but whose guessed HTTP port does not raises OptionError."""
+    answers but whose guessed HTTP port does not raises OptionError, and one that refuses the TLS settings (or needs
+    `tls`) raises ConnectionConfigError (or OptionError): the HTTP calls use the reads' TLS settings (nsqd_http.py)."""
     deadline = time.monotonic() + opts.connect.connect_timeout
     timeout = (min(2.0, opts.connect.connect_timeout), opts.connect.connect_timeout)
     pattern = re.compile(opts.subscribe_pattern) if opts.subscribe_pattern else None
     targets, unreachable = _targets(opts, pattern, deadline, timeout)
-    calls = {node: _node_call(node, topics, pattern, opts.channel, timeout) for node, topics in targets.items()}
+    calls = {node: _node_call(node, topics, pattern, opts, timeout) for node, topics in targets.items()}
     answers, errors = parallel(calls, deadline)
     for node, err in errors.items():
-        if isinstance(err, OptionError):
+        if isinstance(err, OptionError | ConnectionConfigError):  # no trigger fixes it: fail the query now
             raise err
         unreachable[node.tcp] = f"nsqd {node.tcp} (HTTP {node.http}): {err}"
     if unreachable:
@@ -170,11 +168,11 @@ def _next_port(tcp_address: str) -> str:
     return join_host_port(target[0], target[1] + 1)
 
 
-def _node_call(node: _Node, topics: set[str] | None, pattern: re.Pattern[str] | None, channel: str,
+def _node_call(node: _Node, topics: set[str] | None, pattern: re.Pattern[str] | None, opts: ReadOptions,
                timeout: tuple[float, float]) -> Callable[[], list[ChannelState]]:
     def ask() -> list[ChannelState]:
         try:
-            return _node_states(node, topics, pattern, channel, timeout)
+            return _node_states(node, topics, pattern, opts, timeout)
         except HTTPError:
             if node.guessed and _answers_tcp(node.tcp, timeout[0]):
                 raise OptionError(f"nsqd {node.tcp} answers on TCP but not on HTTP at {node.http} (its TCP port + 1): "
@@ -194,24 +192,27 @@ def _answers_tcp(address: str, timeout: float) -> bool:
     return True
 
 
-def _node_states(node: _Node, topics: set[str] | None, pattern: re.Pattern[str] | None, channel: str,
+def _node_states(node: _Node, topics: set[str] | None, pattern: re.Pattern[str] | None, opts: ReadOptions,
                  timeout: tuple[float, float]) -> list[ChannelState]:
     """One `/stats` of the node (of the one topic, when only one is wanted), creating missing topics and channels."""
-    only = next(iter(topics)) if topics is not None and len(topics) == 1 else ""
-    stats = nsqd_stats(node.http, only, include_clients=False, timeout=timeout)
+    params = {"format": "json", "include_clients": "false"}
+    if topics is not None and len(topics) == 1:
+        params["topic"] = next(iter(topics))
+    stats = nsqd_http.get_json(node.http, "/stats", params, opts.connect, timeout)
     found = {t["topic_name"]: t for t in stats.get("topics") or []}
     if topics is None:
         assert pattern is not None
         topics = {name for name in found if pattern.fullmatch(name)}
     started = int(stats.get("start_time") or 0)
-    return [_channel_state(node, topic, channel, found.get(topic), started, timeout) for topic in sorted(topics)]
+    return [_channel_state(node, topic, opts, found.get(topic), started, timeout) for topic in sorted(topics)]
 
 
-def _channel_state(node: _Node, topic: str, channel: str, stats: dict[str, Any] | None, started: int,
+def _channel_state(node: _Node, topic: str, opts: ReadOptions, stats: dict[str, Any] | None, started: int,
                    timeout: tuple[float, float]) -> ChannelState:
     """The channel's state; a new channel inherits what waits in its topic's queue (those count as already there)."""
+    channel = opts.channel
     if stats is None:
-        _post(node.http, "/topic/create", timeout, topic)
+        nsqd_http.post(node.http, "/topic/create", {"topic": topic}, opts.connect, timeout)
         stats = {}
     topic_depth, topic_paused = int(stats.get("depth", 0)), bool(stats.get("paused"))
     for chan in stats.get("channels") or []:
@@ -219,34 +220,9 @@ def _channel_state(node: _Node, topic: str, channel: str, stats: dict[str, Any] 
             return ChannelState(topic, node.tcp, int(chan["depth"]), int(chan["in_flight_count"]),
                                 int(chan["deferred_count"]), int(chan["requeue_count"]), int(chan["message_count"]),
                                 topic_depth, bool(chan.get("paused")), topic_paused, started, node.http)
-    _post(node.http, "/channel/create", timeout, topic, channel)
+    nsqd_http.post(node.http, "/channel/create", {"topic": topic, "channel": channel}, opts.connect, timeout)
     return ChannelState(topic, node.tcp, 0, topic_depth=topic_depth, topic_paused=topic_paused, started=started,
                         http=node.http)
-
-
-def _post(http: str, path: str, timeout: tuple[float, float], topic: str, channel: str = "") -> None:
-    url = endpoint(http, path)
-    params = {"topic": topic, "channel": channel} if channel else {"topic": topic}
-    target = f"{url}?{urlencode(params)}"
-    try:
-        with http_pool(timeout) as pool:
-            resp = pool.request("POST", target)
-    except urllib3.exceptions.HTTPError as err:
-        raise HTTPError(f"POST {url} failed - {err}") from err
-    if resp.status != 200:
-        raise HTTPError(f"POST {target} got status {resp.status}: {resp.data.decode('utf-8', 'replace').strip()}",
-                        resp.status)
-
-
-def http_pool(timeout: tuple[float, float]) -> urllib3.PoolManager:
-    """A pool for one call or one series of calls, behaving as the requests calls it replaced: (connect, read)
-    ``timeout``, no retries, redirects followed (30 at most), certificates checked against requests' CA bundle
-    ($REQUESTS_CA_BUNDLE or $CURL_CA_BUNDLE, else certifi's), as client/http.py's calls to the same nsqd check them."""
-    path = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or certifi.where()
-    tls: dict[str, Any] = {"ca_cert_dir": path} if os.path.isdir(path) else {"ca_certs": path}
-    return urllib3.PoolManager(timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
-                               retries=urllib3.Retry(total=None, connect=0, read=False, status=0, other=0, redirect=30),
-                               **tls)
 
 
 def skip_backlog(opts: ReadOptions) -> None:
@@ -259,7 +235,7 @@ def skip_backlog(opts: ReadOptions) -> None:
     timeout = (min(2.0, opts.connect.connect_timeout), opts.connect.connect_timeout)
     while True:
         states = survey(opts, opts.fail_on_unreachable).states
-        calls = {s.key: _empty_call(s, opts.channel, timeout) for s in states}
+        calls = {s.key: _empty_call(s, opts.channel, opts.connect, timeout) for s in states}
         _, errors = parallel(calls, deadline)
         if errors:
             _unreachable({nsqd: f"nsqd {nsqd}: {err}" for (_, nsqd), err in errors.items()}, opts.fail_on_unreachable)
@@ -270,8 +246,10 @@ def skip_backlog(opts: ReadOptions) -> None:
         time.sleep(0.05)
 
 
-def _empty_call(state: ChannelState, channel: str, timeout: tuple[float, float]) -> Callable[[], None]:
-    return lambda: _post(state.http, "/channel/empty", timeout, state.topic, channel)
+def _empty_call(state: ChannelState, channel: str, connect: ConnectOptions,
+                timeout: tuple[float, float]) -> Callable[[], None]:
+    params = {"topic": state.topic, "channel": channel}
+    return lambda: nsqd_http.post(state.http, "/channel/empty", params, connect, timeout)
 
 
 def default_partitions() -> int:

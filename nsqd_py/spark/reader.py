@@ -39,6 +39,7 @@ from .planner import (
 from .slice_task import SliceAssignment, SliceTask
 from .slices import LAYOUT, DataLossError, SliceSpec, SliceStore, check_location, resolve_location
 from .starts import STARTS_DIR, StartRecord
+from .storage import REDACTED, redact
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +61,11 @@ def _offset(query: str, batch: int, slices: list[SliceSpec], cutoff_ns: dict[str
             channel: str) -> dict:
     """The location and the channel are in the offset too: a batch replayed after a restart finds its slices and
     reads the same channel even if the options or the driver's working directory changed meanwhile; and so is how
-    its slices' directories are named (`LAYOUT`: an offset without it was planned with the names as they are)."""
+    its slices' directories are named (`LAYOUT`: an offset without it was planned with the names as they are). The
+    location is `redact`ed: Spark writes offsets to the checkpoint and shows them in every progress, so its
+    credentials come from the options (`NSQStreamReader.location_of`)."""
     return {"query": query, "batch": batch, "slices": [s.encode() for s in slices], "cutoff": cutoff_ns,
-            "location": location, "channel": channel, "layout": LAYOUT}
+            "location": redact(location), "channel": channel, "layout": LAYOUT}
 
 
 def _check_mode(offset: dict) -> None:
@@ -148,14 +151,14 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cutoff = now if ending is None else min(ending, now)
         self._by_count = cutoff == now
         self._snapshot = {s.key: s for s in snapshot}
-        offsets = clock_offsets({s.nsqd: s.http for s in snapshot}, self.opts.connect.connect_timeout)
+        offsets = clock_offsets({s.nsqd: s.http for s in snapshot}, self.opts.connect)
         self.cutoff_ns = {nsqd: cutoff + offset.high for nsqd, offset in offsets.items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         _check_mode(start)
         if self._last_plan is not None and self._last_plan[0] == start:  # asked again: the same answer
             return self._last_plan[1]
-        store = SliceStore(start.get("location", self.location), start["query"])
+        store = SliceStore(self.location_of(start), start["query"])
         batch = int(start["batch"])
         self._executors_reached(store, start)
         states = [s for s in self._channels_to_read(store, batch) if self._down.may_plan(s.nsqd)]
@@ -173,6 +176,19 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch_at = time.monotonic()
         return end
 
+    def location_of(self, offset: dict) -> str:
+        """The write-ahead location of the batch of ``offset``, which holds it redacted (offsets of earlier versions:
+        as typed, secrets and all): the options' location when it redacts the same (a rotated SAS token is the same
+        place), the offset's when that has no secret to fill in (the location moved since)."""
+        recorded = offset.get("location", self.location)
+        if redact(recorded) == redact(self.location):
+            return self.location
+        if REDACTED in recorded:
+            raise OptionError(f"batch {offset['batch']} of the nsq source was planned in writeAheadLocation "
+                              f"{recorded!r}, whose credentials the checkpoint does not keep: give that location "
+                              f"as writeAheadLocation again until the batch has committed")
+        return recorded
+
     def _planning_store(self, previous: SliceStore, start: dict) -> SliceStore:
         """Where the next batch goes: the location of the options now. A batch planned before writeAheadLocation
         (or the working directory of a relative one) changed stays where its offset says, and is replayed and
@@ -181,8 +197,9 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return previous
         if not self._moved:
             log.warning("writeAheadLocation changed from %r to %r: batches from %d on go to the new location; "
-                        "%s/%s can be removed once batch %d has committed", previous.location, self.location,
-                        int(start["batch"]) + 1, previous.location, start["query"], int(start["batch"]))
+                        "%s/%s can be removed once batch %d has committed", redact(previous.location),
+                        redact(self.location), int(start["batch"]) + 1, redact(previous.location), start["query"],
+                        int(start["batch"]))
             self._moved = True
         return SliceStore(self.location, start["query"])
 
@@ -289,7 +306,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batch = int(end["batch"])
         if batch == int(start.get("batch", -1)):
             return []
-        cutoff, location = end.get("cutoff"), end.get("location", self.location)
+        cutoff, location = end.get("cutoff"), self.location_of(end)
         channel = end.get("channel", self.opts.channel)
         specs = [SliceSpec.decode(raw, end.get("layout", 1)) for raw in end["slices"]]
         store = SliceStore(location, end["query"])
@@ -300,7 +317,8 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _lost(self, store: SliceStore, batch: int, slices: list[str]) -> None:
         """A batch Spark runs again whose record is gone from the write-ahead location (it is written when the batch
         is planned): its rows cannot be read again. failOnDataLoss fails the query; otherwise the batch reads afresh."""
-        where = f"batch {batch} of the nsq source is missing from its write-ahead location {store.location!r}"
+        where = (f"batch {batch} of the nsq source is missing from its write-ahead location "
+                 f"{redact(store.location)!r}")
         if self.opts.fail_on_data_loss:
             raise DataLossError(f"{where}: the rows it read cannot be replayed. Restore the location, or set "
                                 f"failOnDataLoss=false to read this batch afresh from nsqd (its rows will differ)")
@@ -310,7 +328,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         if "query" not in end:
             return
-        store = SliceStore(end.get("location", self.location), end["query"])
+        store = SliceStore(self.location_of(end), end["query"])
         batch = int(end["batch"])
         if not end["slices"]:  # the initial offset, and batches Spark did not run, were never planned
             return

@@ -29,6 +29,7 @@ import pyarrow.fs as pafs
 
 from . import storage
 from .chunks import AgreedChunks, ChunkStore, LinkedChunks, end_counts, end_metadata
+from .storage import redact
 from .storage import resolve_location as resolve_location  # re-exported: the reader resolves its location here
 
 #: the driver's marker in a query's directory; executors that cannot see it are not on shared storage
@@ -170,10 +171,10 @@ class SliceStore:
             return
         if self._exists(f"{self.root}/{QUERY_MARKER}"):
             raise DataLossError(
-                f"batch {batch} is not in the nsq source's write-ahead location {self.location!r} any more (removed "
-                f"from outside, or committed and retired long ago): its slices cannot be read")
+                f"batch {batch} is not in the nsq source's write-ahead location {redact(self.location)!r} any more "
+                f"(removed from outside, or committed and retired long ago): its slices cannot be read")
         raise NotSharedError(
-            f"the nsq source's write-ahead location {self.location!r} is not visible on this executor "
+            f"the nsq source's write-ahead location {redact(self.location)!r} is not visible on this executor "
             f"({os.uname().nodename}): on a cluster it must be shared storage every node sees (HDFS, S3, a shared "
             f"volume); set the option 'writeAheadLocation'")
 

@@ -10,6 +10,10 @@ A store pyarrow opens may still lack an operation the chunks need: Arrow's Azure
 account without a hierarchical namespace, a mount may be read-only. `check_location` tries each operation once on a
 probe directory when the query starts, so such a store fails the query at once, naming what is missing, instead of
 failing every task at its first chunk.
+
+A location may carry credentials (pyarrow's `?secret_key=`, `?sas_token=`, a SAS token's `sig=`, `user:secret@`):
+`redact` is the location as it may be shown or stored (the batches' offsets, messages, logs), and `scrub` takes
+them out of an error's text, which pyarrow fills with the URI as typed.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from urllib.parse import urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -47,6 +51,64 @@ class UnsupportedLocationError(OptionError):
     """The write-ahead location is on storage the source cannot publish chunks on."""
 
 
+#: what stands for a secret in a shown location
+REDACTED = "<redacted>"
+#: query options whose values are secrets, by a word in their names: pyarrow's access_key, secret_key,
+#: session_token, account_key, sas_token, client_secret, access_token, a SAS token's sig, and any like them
+_SECRET_NAME = re.compile(r"secret|passw|pwd|token|key|sig|credential|auth", re.IGNORECASE)
+#: ``user:password`` at the start of what looks like a path: a password with an unescaped ``/``
+_MISTYPED_LOGIN = re.compile(r"[^/:]*:[^/]*[^/\d][^/]*/")
+
+
+def redact(location: str) -> str:
+    """``location`` as it may be shown and stored: the userinfo when it holds a password (and on S3, whose user is
+    the access key) and the value of every query option whose name suggests a secret are `REDACTED`; container and
+    account names, and paths, stay. The same location with other credentials redacts the same; idempotent."""
+    shown, last = [], 0
+    for start, end in _secret_spans(location):
+        shown += [location[last:start], REDACTED]
+        last = end
+    return "".join(shown) + location[last:]
+
+
+def scrub(text: str, location: str) -> str:
+    """``text`` (an error's, which may quote the location in any spelling) without the secrets of ``location``: each
+    as typed and decoded, and each part of a userinfo (an S3 user is an access key)."""
+    secrets: set[str] = set()
+    for start, end in _secret_spans(location):
+        raw = location[start:end]
+        secrets.update(piece for value in (raw, *raw.split(":")) for piece in (value, unquote(value),
+                                                                                 unquote_plus(value)))
+    for secret in sorted(secrets - {"", REDACTED}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _secret_spans(location: str) -> list[tuple[int, int]]:
+    """Where ``location``'s secrets are: its userinfo (see `redact`) and the values of secret query options."""
+    if "://" not in location:
+        return []
+    scheme = location.partition("://")[0].lower()
+    begin = len(scheme) + 3
+    query_at = location.find("?", begin)
+    end_of_path = len(location) if query_at < 0 else query_at
+    spans = []
+    at = location.rfind("@", begin, end_of_path)
+    if at >= 0:
+        login = location[begin:at]
+        is_login = "/" not in login or _MISTYPED_LOGIN.match(login) is not None
+        if is_login and (":" in login or scheme in _S3_SCHEMES):
+            spans.append((begin, at))
+    if query_at >= 0:
+        position = query_at + 1
+        for pair in location[query_at + 1:].split("&"):
+            name, equals, _ = pair.partition("=")
+            if equals and _SECRET_NAME.search(name):
+                spans.append((position + len(name) + 1, position + len(pair)))
+            position += len(pair) + 1
+    return spans
+
+
 def resolve_location(location: str) -> str:
     """An absolute location, as the executors must see it: relative paths are taken from the driver's cwd. A URI is
     kept as typed once `pyarrow_uri` accepts it."""
@@ -60,7 +122,11 @@ def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem of a resolved location, and the location's path in it."""
     if "://" not in location:
         return pafs.LocalFileSystem(), location
-    return pafs.FileSystem.from_uri(pyarrow_uri(location))
+    try:
+        return pafs.FileSystem.from_uri(pyarrow_uri(location))
+    except (OSError, pa.ArrowException) as error:  # pyarrow's text quotes the URI as typed, secrets and all
+        raise UnsupportedLocationError(f"the nsq source cannot open its write-ahead location {redact(location)!r}: "
+                                       f"{scrub(str(error), location)}") from None
 
 
 def pyarrow_uri(location: str) -> str:
@@ -74,7 +140,7 @@ def pyarrow_uri(location: str) -> str:
     if scheme in _KEPT_SCHEMES:
         return location
     reason = _UNSAFE_SCHEMES.get(scheme, "pyarrow has no filesystem for it")
-    raise UnsupportedLocationError(f"writeAheadLocation {location!r}: {scheme}:// is not supported ({reason}). "
+    raise UnsupportedLocationError(f"writeAheadLocation {redact(location)!r}: {scheme}:// is not supported ({reason}). "
                                    f"Use {_SUPPORTED}")
 
 
@@ -88,13 +154,13 @@ def _azure_uri(location: str) -> str:
     if at and azure_host:
         if azure_host["suffix"].lower() != _PUBLIC_CLOUD:
             raise UnsupportedLocationError(
-                f"writeAheadLocation {location!r}: only Azure's public cloud (*.{_PUBLIC_CLOUD}) is mapped from "
-                f"Hadoop's form; for another endpoint use pyarrow's form abfs://account@host:port/container/path")
+                f"writeAheadLocation {redact(location)!r}: only Azure's public cloud (*.{_PUBLIC_CLOUD}) is mapped "
+                f"from Hadoop's form; for another endpoint use pyarrow's form abfs://account@host:port/container/path")
         query = f"?{parts.query}" if parts.query else ""
         return f"abfs://{container}@{azure_host['account']}.dfs.{_PUBLIC_CLOUD}{parts.path}{query}"
     if parts.scheme.lower() in ("wasb", "wasbs"):
         raise UnsupportedLocationError(
-            f"writeAheadLocation {location!r}: name the container and the account as Hadoop does, "
+            f"writeAheadLocation {redact(location)!r}: name the container and the account as Hadoop does, "
             f"{parts.scheme}://container@account.blob.{_PUBLIC_CLOUD}/path")
     return location
 
@@ -115,8 +181,9 @@ def check_location(location: str,
     try:
         fs, root = resolve(location)
     except (OSError, pa.ArrowException) as error:
-        raise UnsupportedLocationError(f"the nsq source cannot open its write-ahead location {location!r}: "
-                                       f"{error}") from error
+        text = scrub(str(error), location)
+        raise UnsupportedLocationError(f"the nsq source cannot open its write-ahead location {redact(location)!r}: "
+                                       f"{text}") from _unless_secret(error, text)
     probe(fs, root, location)
     _probed.add(location)
 
@@ -161,11 +228,17 @@ def _step(fs: pafs.FileSystem, location: str, operation: str) -> Iterator[None]:
     try:
         yield
     except (OSError, pa.ArrowException) as error:
-        raise UnsupportedLocationError(_refusal(fs, location, operation, str(error))) from error
+        text = scrub(str(error), location)
+        raise UnsupportedLocationError(_refusal(fs, location, operation, text)) from _unless_secret(error, text)
+
+
+def _unless_secret(error: BaseException, scrubbed: str) -> BaseException | None:
+    """``error`` to chain to ours, or None when its text held a secret (a traceback prints what is chained)."""
+    return error if scrubbed == str(error) else None
 
 
 def _refusal(fs: pafs.FileSystem, location: str, operation: str, error: str) -> str:
-    message = (f"the nsq source cannot publish chunks in its write-ahead location {location!r} (pyarrow's "
+    message = (f"the nsq source cannot publish chunks in its write-ahead location {redact(location)!r} (pyarrow's "
                f"{fs.type_name} filesystem): it could not {operation}: {error}. Every chunk needs to create a "
                f"directory, write, move (or hard-link on a local path), list, read and delete files there, from "
                f"the driver and every executor")

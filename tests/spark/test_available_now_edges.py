@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from nsqd_py.client.connection import Connection
 from nsqd_py.client.protocol import Message
 from nsqd_py.spark.clocks import clock_offsets
-from nsqd_py.spark.options import ReadOptions
+from nsqd_py.spark.options import ConnectOptions, ReadOptions
 from nsqd_py.spark.reader import NSQStreamReader
 from tests.spark.util import bodies, hold_in_flight, http_address, publish, topic_depth
 from tests.support import NsqdProcess, channel_stats, wait_until
@@ -111,7 +111,7 @@ def hand_back(conn: Connection, taken: list[Message]) -> None:
 
 def test_the_driver_reads_each_nsqds_clock_within_its_bounds(skewed: SkewedNsqd) -> None:
     """The offset read from the Date header brackets the true shift (libfaketime's exact hour)."""
-    offset = clock_offsets({skewed.tcp_address: http_address(skewed)}, 5.0)[skewed.tcp_address]
+    offset = clock_offsets({skewed.tcp_address: http_address(skewed)}, ConnectOptions())[skewed.tcp_address]
     shift_ns = -HOUR_NS if skewed.shift.startswith("-") else HOUR_NS
     assert offset.low <= shift_ns <= offset.high
 

@@ -48,9 +48,11 @@ def auth() -> Iterator[AuthServer]:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory, pki: Pki, auth: AuthServer) -> Iterator[NsqdProcess]:
-    """An nsqd that requires TLS (on TCP; the driver's survey uses plain HTTP) and AUTH."""
+    """An nsqd that requires TLS (on TCP; the driver's survey uses plain HTTP) and AUTH; its HTTPS on a port of its
+    own (nsqd's default 0.0.0.0:4152 collides with other servers')."""
     proc = NsqdProcess(tmp_path_factory.mktemp("secured"), f"--tls-cert={pki.server_cert}",
-                       f"--tls-key={pki.server_key}", "--tls-required=tcp-https",
+                       f"--tls-key={pki.server_key}", f"--https-address=127.0.0.1:{free_port()}",
+                       "--tls-required=tcp-https",
                        f"--auth-http-address={auth.address}").start()
     yield proc
     proc.stop()
