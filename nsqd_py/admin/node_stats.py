@@ -109,7 +109,7 @@ def _with_controls(stats: Stats, raw: dict[str, Any]) -> Stats:
     settings = raw.get("settings")
     if isinstance(settings, dict) and settings:
         stats["settings"] = settings
-        stats["control_counts"] = {counter: _int(raw, counter) for counter in counters_of(settings)}
+        stats["control_counts"] = {counter: _int(raw, counter) for counter in counters_of(raw)}
     return stats
 
 

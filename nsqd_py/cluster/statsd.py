@@ -154,7 +154,7 @@ def _controls(key: str, now: stats.Stats, before: stats.Stats) -> Iterator[tuple
     settings = now.get("settings")
     if not settings:
         return
-    for counter in counters_of(settings):
+    for counter in counters_of(now):
         yield f"{key}.{counter}", now[counter] - before.get(counter, 0), "c"
     for name, value in settings.items():
         if isinstance(value, int | float) and not isinstance(value, bool):

@@ -76,6 +76,15 @@ def _count(value: Any) -> int:
     raise ValueError("must be a non-negative integer (0: no limit)")
 
 
+def _size(value: Any) -> int:
+    """A number of bytes: a non-negative integer, 0 for no limit."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ValueError("must be a non-negative number of bytes (0: no limit)")
+
+
 def _ttl(value: Any) -> int:
     """A duration: Go's text (`30s`, `1h30m`), or int nanoseconds (the option's own value); 0 (none) or >= 1 ms."""
     if isinstance(value, str):
@@ -158,6 +167,12 @@ SETTINGS: tuple[QueueSetting, ...] = (
     QueueSetting("dead_letter_topic", CHANNEL, _template, _same, "{topic}.dead",
                  "where a message past --max-attempts goes: a topic name, {topic} standing for its topic's (beyond "
                  "nsqd)", qualifies=("max_attempts",)),
+    QueueSetting("topic_retention", TOPIC, _ttl, format_duration, 0,
+                 "how long a topic keeps every message it accepted, FINed or not, for replay (0: no time limit; "
+                 "retention is on where this or --topic-retention-bytes is set; beyond nsqd)"),
+    QueueSetting("topic_retention_bytes", TOPIC, _size, _same, 0,
+                 "the most bytes of messages a topic keeps for replay, counted in whole segments of "
+                 "--max-bytes-per-file (0: no size limit; beyond nsqd)"),
 )
 BY_KEY: dict[str, QueueSetting] = {s.key: s for s in SETTINGS}
 
@@ -181,9 +196,11 @@ def parse_changes(query: Mapping[str, str], scope: str, ignore: Iterable[str]) -
     return changes
 
 
-def counters_of(in_force: Mapping[str, Any]) -> tuple[str, ...]:
-    """The counters of the controls named in a /stats row's `"settings"` (their row keys), in row order."""
-    return tuple(dict.fromkeys(c for s in SETTINGS if s.key in in_force for c in s.counters))
+def counters_of(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """The counters a /stats row carries for the controls named in its `"settings"` (their row keys), in row order.
+    A topic row names its channels' defaults there, and carries none of their counters."""
+    in_force = row.get("settings") or {}
+    return tuple(dict.fromkeys(c for s in SETTINGS if s.key in in_force for c in s.counters if c in row))
 
 
 def check_defaults(defaults: Any) -> None:

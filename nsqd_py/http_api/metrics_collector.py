@@ -98,7 +98,7 @@ def _controls(prefix: str, labels: list[str], rows: list[tuple[list[str], stats.
         for key, value in row["settings"].items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 gauge.add_metric([*values, key], float(value))
-        for counter in queue_settings.counters_of(row["settings"]):
+        for counter in queue_settings.counters_of(row):
             family = counters.get(counter)
             if family is None:
                 family = counters[counter] = CounterMetricFamily(

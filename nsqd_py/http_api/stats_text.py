@@ -56,7 +56,7 @@ def controls_text(row: dict[str, Any]) -> str:
     settings = row.get("settings")
     if not settings:
         return ""
-    counts = "".join(f" {c.removesuffix('_count')}: {row[c]}" for c in counters_of(settings))
+    counts = "".join(f" {c.removesuffix('_count')}: {row[c]}" for c in counters_of(row))
     return counts + " settings: " + " ".join(f"{key}={value}" for key, value in settings.items())
 
 

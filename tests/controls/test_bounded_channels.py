@@ -124,7 +124,7 @@ def test_overrides_resolve_channel_then_topic_then_default(nsqd_factory) -> None
     assert (status, answer["settings"]["max_channel_depth"]) == (200, {"value": 50, "source": "topic"})
     target = f"/channel/settings?topic={topic}&channel=c"
     got = nsqd.request("GET", target).json()["settings"]
-    assert list(got) == [control.key for control in queue_settings.SETTINGS]
+    assert list(got) == [control.key for control in queue_settings.for_scope(queue_settings.CHANNEL)]
     assert (got["max_channel_depth"], got["channel_overflow"]) == ({"value": 50, "source": "topic"},
                                                                    {"value": "drop-head", "source": "default"})
     assert _post(nsqd, f"{target}&max_channel_depth=7")[1]["settings"]["max_channel_depth"] == {
@@ -140,7 +140,7 @@ def test_overrides_resolve_channel_then_topic_then_default(nsqd_factory) -> None
     ("max_channel_depth=ten", 400, "INVALID_SETTING - max_channel_depth: must be a non-negative integer (0: no limit)"),
     ("channel_overflow=drop-tail", 400, "INVALID_SETTING - channel_overflow: must be one of drop-head, reject-publish"),
     ("bogus=1", 400, "INVALID_SETTING - bogus: not a channel setting (known: "
-                 f"{', '.join(control.key for control in queue_settings.SETTINGS)})"),
+                 f"{', '.join(control.key for control in queue_settings.for_scope(queue_settings.CHANNEL))})"),
 ])
 def test_bad_values_get_a_400_and_change_nothing(nsqd_factory, query: str, status: int, message: str) -> None:
     nsqd = nsqd_factory()
@@ -288,3 +288,18 @@ def test_max_channel_bytes_rejects_and_counts_the_disk_after_a_restart(nsqd_fact
                                           f"(max_channel_bytes 10)".encode())
     assert _mpub(conn, topic, [b"12", b"34"]) == (0, b"OK")
     assert channel_stats(nsqd, topic, "c")["depth"] == 3
+
+
+def test_a_topic_override_shows_in_every_stats_form(nsqd_factory) -> None:
+    """A topic row names its channels' default in "settings" but carries none of their counters."""
+    nsqd = nsqd_factory()
+    topic = unique("topicrow")
+    _channel(nsqd, topic)
+    assert _post(nsqd, f"/topic/settings?topic={topic}&max_channel_depth=5")[0] == 200
+    assert nsqd.stats(topic)["topics"][0]["settings"] == {"max_channel_depth": 5}
+    text = nsqd.request("GET", f"/stats?topic={topic}")
+    assert text.status == 200
+    assert " settings: max_channel_depth=5" in text.body.decode()
+    metrics = nsqd.request("GET", "/metrics")
+    assert metrics.status == 200
+    assert f'nsq_topic_setting{{setting="max_channel_depth",topic="{topic}"}} 5.0' in metrics.body.decode()
