@@ -242,6 +242,8 @@ class Options:
     msg_ttl: int = queue_setting("msg_ttl", DURATION)
     max_attempts: int = queue_setting("max_attempts", INT)
     dead_letter_topic: str = queue_setting("dead_letter_topic", STRING)
+    topic_retention: int = queue_setting("topic_retention", DURATION)
+    topic_retention_bytes: int = queue_setting("topic_retention_bytes", INT)
     # Beyond nsqd, process-wide: deferred messages keep their due time on disk (core/disk/deferred_store.py)
     persist_deferred: bool = setting("persist-deferred", BOOL, False, "keep deferred messages (DPUB, REQ with a "
         "delay) on disk with their due time, so restarts and crashes keep it (beyond nsqd)")

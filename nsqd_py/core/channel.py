@@ -726,6 +726,16 @@ class Channel:
         if self._store is not None:
             self._store.clear()
 
+    def drop_queued(self) -> int:
+        """Drop the queued messages, memory and disk, keeping those in flight and deferred (beyond nsqd:
+        /channel/reset); how many there were."""
+        dropped = len(self._queue)
+        self._queue.clear_memory()
+        self._queue.backend.empty()
+        self._shadowed = set()
+        self._shadow_reads = 0
+        return dropped
+
     def close(self, delete: bool) -> None:
         """Stop for good: ``delete`` drops everything, else every message is flushed to disk."""
         if self.exiting:

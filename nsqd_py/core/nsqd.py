@@ -23,10 +23,13 @@ from .disk.acks import Acks
 from .disk.ephemeral import DummyBackend
 from .disk.format import data_files_by_queue
 from .disk.queue import DiskQueue
+from .disk.retained_format import retained_files_by_topic
+from .disk.retained_log import RetainedLog
 from .edges import BackendQueue, Client
 from .errors import ExitingError
 from .message import MIN_VALID_MSG_LENGTH
 from .metadata import MetadataFile
+from .replay import Replays
 from .topic import Topic
 
 if TYPE_CHECKING:
@@ -70,6 +73,10 @@ class NSQD:
         #: open, and files appear later only through the queue that owns them (we hold the data dir's lock), so the
         #: directory is listed once, not once per new queue (an O(files) listing each)
         self._data_files: dict[str, list[int]] | None = None
+        #: beyond nsqd: the same for the topics' retained segments (disk/retained_log.py)
+        self._retained_files: dict[str, list[int]] | None = None
+        #: beyond nsqd: channels being fed their topic's retained log (core/replay.py)
+        self.replays = Replays(self)
         self.metadata_file = MetadataFile(os.path.join(self.data_path, METADATA_FILE), lambda: self.topics, logger,
                                           self.set_health)
 
@@ -106,6 +113,7 @@ class NSQD:
             self.persist_metadata()
         except OSError as err:
             self.logger.error(f"failed to persist metadata - {err}")
+        self.replays.stop_all()
         self.logger.info("NSQ: closing topics")
         for topic in list(self.topics.values()):
             topic.close(delete=False)
@@ -211,6 +219,7 @@ class NSQD:
         topic = self.topics.get(name)
         if topic is None:
             return False
+        self.replays.stop_topic(name, forget=True)
         topic.close(delete=True)
         self.topics.pop(name, None)
         self._announce("topic_deleted", topic, None)
@@ -221,6 +230,7 @@ class NSQD:
             self._announce("channel_created", topic, channel)
 
     def on_channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        self.replays.stop(topic.name, channel.name, forget=True)
         self._announce("channel_deleted", topic, channel)
 
     def _announce(self, event: str, topic: Topic, channel: Channel | None) -> None:
@@ -244,6 +254,16 @@ class NSQD:
             self.logger, before_sync=before_sync, acks=self.acks if self.acks.durable else None,
             data_files=self._data_files.pop(name, []),
         )
+
+    def retained_log(self, name: str) -> RetainedLog:
+        """Topic ``name``'s retained log, with the segments on disk (the data dir is listed for them the first time
+        a topic has retention: without, nsqd lists it once, as before)."""
+        if self._retained_files is None:
+            self._retained_files = retained_files_by_topic(self.data_path)
+        files = self._retained_files.pop(name, [])
+        opts = self.opts
+        return RetainedLog(name, self.data_path, opts.max_bytes_per_file, MIN_VALID_MSG_LENGTH,
+                           MIN_VALID_MSG_LENGTH + opts.max_msg_size, self.acks, self.logger, files)
 
     # ---- metadata (nsqd.dat) ------------------------------------------------------------------
 
@@ -285,6 +305,7 @@ class NSQD:
                 topic.settings_changed()
         finally:
             self._loading = False
+        self.replays.resume(self.topics.values())
 
     def _stored_setting_warning(self, queue: str) -> Callable[[str], None]:
         return lambda text: self.logger.warn(f"NSQ: {queue}: {text}")

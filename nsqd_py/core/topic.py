@@ -16,6 +16,7 @@ import gevent
 
 from ..config.queue_settings import QueueSettings
 from .channel import Channel
+from .disk.retained_log import RetainedLog
 from .errors import BackendError, DrainingError, ExitingError, QueueFullError
 from .guid import GuidFactory
 from .message import Parked, encode_record_header, parked_delay
@@ -37,6 +38,7 @@ class Topic:
         "_pump",
         "_queue",
         "_rejecting",
+        "_retain_to",
         "channels",
         "draining",
         "ephemeral",
@@ -45,6 +47,7 @@ class Topic:
         "message_count",
         "name",
         "paused",
+        "retained",
         "settings",
     )
 
@@ -71,6 +74,11 @@ class Topic:
         self.message_bytes = 0
         #: the controls beyond nsqd set on this topic (its channels' defaults)
         self.settings = QueueSettings(nsqd.opts)
+        #: beyond nsqd: the retained log (opened when retention is first on, kept when it goes off), and the log
+        #: every publish is appended to (None: retention is off)
+        self.retained: RetainedLog | None = None
+        self._retain_to: RetainedLog | None = None
+        self._retention_changed()
 
     # ---- stats ----------------------------------------------------------------------------------
 
@@ -110,6 +118,17 @@ class Topic:
         for channel in self._channel_list:
             channel.settings_changed()
         self._rejecting = [c for c in self._channel_list if c.reject_publish]
+        self._retention_changed()
+
+    def _retention_changed(self) -> None:
+        """Take the retention in force: on, every publish is appended to the retained log (made on first use); off,
+        nothing more is, and the log trims what no replay still needs."""
+        age, size = self.settings.value("topic_retention"), self.settings.value("topic_retention_bytes")
+        if (age or size) and self.retained is None and not self.ephemeral:
+            self.retained = self._nsqd.retained_log(self.name)
+        if self.retained is not None:
+            self.retained.configure(age, size)
+        self._retain_to = self.retained if age or size else None
 
     def get_existing_channel(self, name: str) -> Channel | None:
         return self.channels.get(name)
@@ -152,6 +171,9 @@ class Topic:
         for i, body in enumerate(bodies):
             parked.append(header + ids[i] + body)
             size += len(body)
+        retain_to = self._retain_to
+        if retain_to is not None:
+            self._retain(retain_to, cast(list[bytes], parked))
         if deferred:
             delay: Any = deferred  # boxed once for all the messages
             parked = [(cast(bytes, record), delay, None) for record in parked]
@@ -173,8 +195,19 @@ class Topic:
             raise ExitingError()
         acks = self._nsqd.acks
         begun = acks.begin()
+        retain_to = self._retain_to
+        if retain_to is not None:
+            self._retain(retain_to, [record])
         self._accept([record], body_size)
         acks.settle(begun)
+
+    def _retain(self, log: RetainedLog, records: list[bytes]) -> None:
+        """Append to the retained log first: a publish it could not keep is refused whole."""
+        try:
+            log.append(records)
+        except BackendError as err:
+            self._nsqd.set_health(err)
+            raise
 
     def _accept(self, parked: list[Parked], size: int) -> None:
         if self._channel_list and not self.paused and (
@@ -249,6 +282,11 @@ class Topic:
         log.info(f"TOPIC({self.name}): {'deleting' if delete else 'closing'}")
         if self._pump is not None:
             self._pump.join(timeout=5)  # it stops at its next message once exiting is set
+        if self.retained is not None:
+            if delete:
+                self.retained.delete()
+            else:
+                self.retained.close()
         if delete:
             for channel in list(self.channels.values()):
                 channel.close(delete=True)

@@ -57,6 +57,7 @@ def routes_app(ctx: ServerContext, middleware: list[object] | None = None) -> fa
     for action in _ACTIONS:
         app.add_route(f"/topic/{action}", topics, suffix=action)
         app.add_route(f"/channel/{action}", channels, suffix=action)
+    app.add_route("/channel/reset", channels, suffix="reset")  # beyond nsqd
     app.add_route("/topic/settings", QueueSettingsResource(nsqd, "topic"))  # beyond nsqd
     app.add_route("/channel/settings", QueueSettingsResource(nsqd, "channel"))
     app.add_route("/topic/peek", TopicPeek(nsqd))  # beyond nsqd

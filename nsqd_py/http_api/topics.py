@@ -3,7 +3,8 @@
 Each check matches nsqd's handler: topic routes say `INVALID_TOPIC`, channel routes `INVALID_ARG_TOPIC`;
 /topic/delete, /topic/pause and /topic/unpause look the name up without validating it; channel routes need
 an existing topic (404 TOPIC_NOT_FOUND) and never create one. Each change answers once nsqd.dat covers it
-(core/metadata.py). Beyond nsqd: while nsqd drains, a create that would make a topic or channel is 503 DRAINING.
+(core/metadata.py). Beyond nsqd: while nsqd drains, a create that would make a topic or channel is 503 DRAINING;
+`/channel/create` with `start` and `/channel/reset` replay a topic's retained log (replay.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..web.params import request_query, required_arg, topic_channel_args
 from ..web.responses import APIError
+from . import replay
 from .params import DRAINING, topic_from_query
 
 
@@ -77,13 +79,19 @@ class Channels:
             raise APIError(404, "CHANNEL_NOT_FOUND")
         return channel
 
-    def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> dict | None:
         topic, name = self._topic_and_name(req)
+        start = request_query(req).get("start")
+        if start is not None:  # beyond nsqd: a channel replaying the retained log
+            answer = replay.create_at(self.nsqd, topic, name, start[-1])
+            self.nsqd.metadata_file.settle(topic.name)
+            return answer
         try:
             topic.get_channel(name)
         except DrainingError:  # beyond nsqd
             raise APIError(503, DRAINING) from None
         self.nsqd.metadata_file.settle(topic.name)  # a create already under way answers with its write
+        return None
 
     def on_post_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         topic, name = self._topic_and_name(req)
@@ -92,6 +100,14 @@ class Channels:
 
     def on_post_empty(self, req: falcon.Request, resp: falcon.Response) -> None:
         self._existing(req).empty()
+
+    def on_post_reset(self, req: falcon.Request, resp: falcon.Response) -> dict:
+        """Beyond nsqd: move the channel to a point of its topic's retained log (http_api/replay.py)."""
+        channel = self._existing(req)
+        to = request_query(req).get("to")
+        if to is None:
+            raise APIError(400, "MISSING_ARG_TO")
+        return replay.reset(self.nsqd, channel, to[-1])
 
     def on_post_pause(self, req: falcon.Request, resp: falcon.Response) -> None:
         channel = self._existing(req)
