@@ -54,9 +54,9 @@ def _wait_ping(port: int, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit(f"nsqd exited with {proc.returncode}")
 
 
-def _deferred(port: int) -> int:
+def _channel(port: int) -> dict:
     stats = json.loads(_get(port, f"/stats?format=json&topic={TOPIC}"))
-    return sum(c["deferred_count"] for t in stats["topics"] for c in t["channels"])
+    return next(c for t in stats["topics"] for c in t["channels"])
 
 
 def _rss_mib(pid: int) -> float:
@@ -106,8 +106,9 @@ def main() -> None:
         started = time.monotonic()
         _publish(tcp, args.count, b"x" * args.body_size)
         publish_s = time.monotonic() - started
-        while _deferred(http) < args.count:
+        while _channel(http)["message_count"] < args.count:
             time.sleep(0.1)
+        deferred = _channel(http)["deferred_count"]
         rss_before = _rss_mib(proc.pid)
         proc.send_signal(signal.SIGTERM)
         stop_started = time.monotonic()
@@ -118,13 +119,14 @@ def main() -> None:
         proc = subprocess.Popen(command)
         _wait_ping(http, proc)
         ping_s = time.monotonic() - restarted
-        back = _deferred(http)
+        back = _channel(http)["deferred_count"]
         rss_after = _rss_mib(proc.pid)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=600)
         print(json.dumps({
             "count": args.count, "body_size": args.body_size, "persist": args.persist, "nsqd": args.nsqd_cmd,
-            "publish_s": round(publish_s, 2), "rss_mib": round(rss_before, 1), "stop_s": round(stop_s, 2),
+            "publish_s": round(publish_s, 2), "deferred": deferred, "rss_mib": round(rss_before, 1),
+            "stop_s": round(stop_s, 2),
             "store_mib": round(store_mib, 1), "restart_to_ping_s": round(ping_s, 2),
             "deferred_after_restart": back, "rss_after_restart_mib": round(rss_after, 1),
             "load": os.getloadavg()[0],
