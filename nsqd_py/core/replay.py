@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import gevent
 
 from ..runtime.disk_threads import run_blocking
+from .disk.appended_files import sync_files
 from .disk.retained_log import Position, RetainedLog
 from .errors import BackendError
 from .message import Parked
@@ -244,8 +245,4 @@ def _write_file(tmp: str, path: str, data: bytes, sync_dir: str | None) -> None:
         os.close(fd)
     os.replace(tmp, path)
     if sync_dir is not None:
-        dir_fd = os.open(sync_dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        sync_files([], sync_dir)

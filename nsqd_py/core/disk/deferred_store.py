@@ -29,7 +29,8 @@ from nsqd_py.runtime.disk_threads import run_blocking
 from nsqd_py.runtime.log import Logger
 
 from ..errors import BackendError
-from .acks import Acks, QueueCommits
+from .acks import Acks
+from .appended_files import AppendedFiles, sync_files
 
 __all__ = ["DeferredStore"]
 
@@ -86,28 +87,22 @@ def parse_entries(data: bytes, live: dict[bytes, tuple[int, bytes]]) -> tuple[in
     return count, None
 
 
-class DeferredStore:
+class DeferredStore(AppendedFiles):
     """The deferred messages of one channel, on disk; the channel keeps them in memory as well and tells the store
-    when one is deferred (:meth:`add`) and when it leaves (:meth:`remove`)."""
+    when one is deferred (:meth:`add`) and when it leaves (:meth:`remove`). A compaction leaves the log it ends to
+    the next sync (AppendedFiles)."""
 
     def __init__(self, name: str, data_path: str, logger: Logger, acks: Acks) -> None:
+        super().__init__(f"DEFERRED({name})", f"deferred store {name}", data_path, logger)
         self.name = name
-        self._data_path = data_path
         self._prefix = os.path.join(data_path, f"{name}.deferred.")
-        self._log = logger
         self._acks = acks
-        #: this store's group commit rounds (acks.py keeps them here)
-        self.commits: QueueCommits | None = None
         self._generation = 0
-        self._fd: int | None = None
-        self._unsynced_fds: list[int] = []  # logs left by a compaction, fsynced and closed by the next sync
-        self._dir_dirty = False
         self._live = 0
         self._dead = 0
         self._files = 0
         self._compacting = False
         self._floor = 0  # the first generation after the last clear(): an older base must not come back
-        self._closed = False
         self._after_rounds: dict[object, list[Callable[[], None]]] = {}
 
     # ---- files ------------------------------------------------------------------------------
@@ -140,7 +135,7 @@ class DeferredStore:
                 count, stopped = parse_entries(f.read(), live)
             entries += count
             if stopped is not None:
-                self._log.warn(f"DEFERRED({self.name}): {path}: {stopped}, the rest of the file is skipped")
+                self._log.warn(f"{self._log_name}: {path}: {stopped}, the rest of the file is skipped")
         for generation in bases | logs:
             if generation < first:
                 self._unlink(self._path(generation, "base"))
@@ -152,7 +147,7 @@ class DeferredStore:
         self._dead = entries - len(live)
         self._files = len(files)
         if live:
-            self._log.info(f"DEFERRED({self.name}): {len(live)} deferred messages loaded")
+            self._log.info(f"{self._log_name}: {len(live)} deferred messages loaded")
         return list(live.values())
 
     def _open_log(self) -> None:
@@ -199,9 +194,7 @@ class DeferredStore:
         if self._compacting or self._closed:
             return
         self._compacting = True
-        old_fd = self._fd
-        if old_fd is not None:
-            self._unsynced_fds.append(old_fd)
+        old_fd = self._retire_fd()
         self._generation += 1
         generation = self._generation
         self._open_log()
@@ -219,7 +212,7 @@ class DeferredStore:
                 self._unsynced_fds.remove(old_fd)
                 os.close(old_fd)
         except OSError as err:
-            self._log.error(f"DEFERRED({self.name}): compaction failed - {err}")
+            self._log.error(f"{self._log_name}: compaction failed - {err}")
         finally:
             self._compacting = False
 
@@ -240,7 +233,7 @@ class DeferredStore:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        _sync([], self._data_path)
+        sync_files([], self._data_path)
         bases, logs = self._generations()
         for older in bases | logs:
             if older < generation:
@@ -248,31 +241,6 @@ class DeferredStore:
                 self._unlink(self._path(older, "log"))
 
     # ---- durability ---------------------------------------------------------------------------
-
-    def sync_data(self) -> None:
-        """Make every entry written so far durable (a group commit round's call); BackendError on failure."""
-        if self._closed or self._fd is None:
-            return
-        fds = [*self._unsynced_fds, self._fd]
-        sync_dir = self._dir_dirty
-        self._unsynced_fds = []
-        self._dir_dirty = False
-        try:
-            run_blocking(_sync, fds, self._data_path if sync_dir else None)
-        except OSError as err:
-            self._dir_dirty = self._dir_dirty or sync_dir
-            raise BackendError(f"failed to sync deferred store {self.name} - {err}") from err
-        finally:
-            for fd in fds[:-1]:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-
-    def sync(self) -> None:
-        """sync_data, with its failure logged (the topic's read position and close need it, not an answer)."""
-        try:
-            self.sync_data()
-        except BackendError as err:
-            self._log.error(f"DEFERRED({self.name}): {err}")
 
     def when_durable(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once every entry written so far is on disk: at once unless --sync-every=1 has a round
@@ -311,9 +279,7 @@ class DeferredStore:
             return
         self.sync()
         self._closed = True
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._close_files()
 
     def delete(self) -> None:
         """Close and remove every file (the channel was deleted)."""
@@ -321,26 +287,10 @@ class DeferredStore:
         self._closed = True
 
     def _remove_files(self) -> None:
-        for fd in [*self._unsynced_fds, *([self._fd] if self._fd is not None else [])]:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._unsynced_fds = []
-        self._fd = None
+        self._close_files()
         bases, logs = self._generations()
         for generation in bases:
             self._unlink(self._path(generation, "base"))
         for generation in logs:
             self._unlink(self._path(generation, "log"))
-
-
-def _sync(fds: list[int], dir_path: str | None) -> None:
-    for fd in fds:
-        os.fdatasync(fd)
-    if dir_path is not None:
-        dir_fd = os.open(dir_path, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
 

@@ -21,11 +21,11 @@ from typing import NamedTuple
 
 import gevent
 
-from nsqd_py.runtime.disk_threads import run_blocking
 from nsqd_py.runtime.log import Logger
 
 from ..errors import BackendError
-from .acks import Acks, QueueCommits
+from .acks import Acks
+from .appended_files import AppendedFiles
 from .format import LENGTH
 from .retained_format import TIMESTAMP, Segment, parse_records, read_index, scan_segment
 
@@ -43,35 +43,29 @@ class Position(NamedTuple):
     seq: int
 
 
-class RetainedLog:
-    """One topic's retained segments (``name``: the topic's)."""
+class RetainedLog(AppendedFiles):
+    """One topic's retained segments (``name``: the topic's); a sealed segment's descriptor is left to the next sync
+    (AppendedFiles)."""
 
     def __init__(self, name: str, data_path: str, segment_bytes: int, min_size: int, max_size: int, acks: Acks,
                  logger: Logger, files: list[int]) -> None:
         """``files``: the numbers of the topic's segments on disk (from one listing of the data dir)."""
+        super().__init__(f"RETAINED({name})", f"retained log {name}", data_path, logger)
         self.name = name
         self._prefix = os.path.join(data_path, f"{name}.retained.")
-        self._data_path = data_path
         self._segment_bytes = segment_bytes
         self._min_size = min_size
         self._max_size = max_size
         self._acks = acks
-        self._log = logger
-        #: this log's group commit rounds (acks.py keeps them here)
-        self.commits: QueueCommits | None = None
         #: the limits in force (configure); both 0: retention is off, nothing is appended and all unpinned goes
         self.max_age = 0
         self.max_bytes = 0
         self._segments: list[Segment] = []
         self._bytes = 0
-        self._fd: int | None = None  # the last segment's, opened for writing at the first append
-        self._unsynced_fds: list[int] = []  # sealed segments', fsynced and closed by the next sync
-        self._dir_dirty = False
         self._next_num = 1
         self._empty_seq = 0  # the sequence number of the next message while no segment is left
         self._pins: dict[str, int] = {}  # owner (a replaying channel) -> the segment it reads
         self._trimmer: gevent.Greenlet | None = None
-        self._closed = False
         self._load(files)
 
     # ---- files ----------------------------------------------------------------------------------
@@ -160,39 +154,8 @@ class RetainedLog:
 
     def _release_write(self) -> None:
         """Stop writing the last segment: its descriptor is synced and closed by the next round (or now)."""
-        if self._fd is not None:
-            self._unsynced_fds.append(self._fd)
-            self._fd = None
-            if not self._acks.durable:
-                gevent.spawn(self.sync)
-
-    # ---- durability -----------------------------------------------------------------------------
-
-    def sync_data(self) -> None:
-        """Make every record appended so far durable (a group commit round's call); BackendError on failure."""
-        if self._closed:
-            return
-        released = self._unsynced_fds
-        fds = [*released, *([self._fd] if self._fd is not None else [])]
-        sync_dir = self._dir_dirty
-        self._unsynced_fds = []
-        self._dir_dirty = False
-        try:
-            run_blocking(_sync, fds, self._data_path if sync_dir else None)
-        except OSError as err:
-            self._dir_dirty = self._dir_dirty or sync_dir
-            raise BackendError(f"failed to sync retained log {self.name} - {err}") from err
-        finally:
-            for fd in released:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-
-    def sync(self) -> None:
-        """sync_data, with its failure logged."""
-        try:
-            self.sync_data()
-        except BackendError as err:
-            self._log.error(f"RETAINED({self.name}): {err}")
+        if self._retire_fd() is not None and not self._acks.durable:
+            gevent.spawn(self.sync)
 
     # ---- reading --------------------------------------------------------------------------------
 
@@ -349,19 +312,5 @@ class RetainedLog:
         if self._trimmer is not None:
             self._trimmer.kill(block=False)
             self._trimmer = None
-        for fd in [*self._unsynced_fds, *([self._fd] if self._fd is not None else [])]:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._unsynced_fds = []
-        self._fd = None
+        self._close_files()
 
-
-def _sync(fds: list[int], dir_path: str | None) -> None:
-    for fd in fds:
-        os.fdatasync(fd)
-    if dir_path is not None:
-        dir_fd = os.open(dir_path, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
