@@ -69,15 +69,15 @@ def request(method: str, http: str, path: str, params: dict[str, str], connect: 
             timeout: tuple[float, float]) -> urllib3.BaseHTTPResponse:
     """``method`` ``path`` on the nsqd at ``http``, over HTTPS once it refused plain HTTP (see the module's doc)."""
     query = f"?{urlencode(params)}" if params else ""
-    learnt = http in _https_of
-    url = endpoint(base_url(http), path) + query
+    learnt = connect.tls and http in _https_of  # without tls, nsqd's 403 tells why the query cannot read
+    url = endpoint(_https_of[http] if learnt else http, path) + query
     try:
         with http_pool(url, connect, timeout) as pool:
             resp = send(pool, method, url)
     except HTTPError:
         _https_of.pop(http, None)  # nsqd may have restarted with other settings: ask its plain HTTP again
         raise
-    https = _tls_required(resp) if not learnt else None
+    https = None if url.startswith("https://") else _tls_required(resp)
     if https is None:
         return resp
     if not connect.tls:
