@@ -1,5 +1,5 @@
-"""Every queue control on one channel at once, under load, with consumers that FIN, REQ and time out (issue 45's
-acceptance): at every instant each message the channel took is in exactly one place or end."""
+"""Every queue control on one channel at once, under load, with consumers that FIN, REQ with a delay and time out
+(issue 45's acceptance): at every instant each message the channel took is in exactly one place or end."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pytest
 from tests.support import FRAME_MESSAGE, NsqdProcess, RawConn, channel_stats, unique, wait_until
 
 pytestmark = pytest.mark.process
-CONTROLS = ("--max-channel-depth=40", "--msg-ttl=2500ms", "--max-attempts=3")
+#: the bodies are 1-4 bytes: 40 messages of them pass 100 bytes, so either limit may act
+CONTROLS = ("--max-channel-depth=40", "--max-channel-bytes=100", "--msg-ttl=2500ms", "--max-attempts=3",
+            "--persist-deferred")
 
 
 def _consume(conn: RawConn, action: str, stop: threading.Event) -> None:
@@ -29,7 +31,7 @@ def _consume(conn: RawConn, action: str, stop: threading.Event) -> None:
         if action == "fin":
             conn.send(f"FIN {msg_id}")
         elif action == "req":
-            conn.send(f"REQ {msg_id} 0")
+            conn.send(f"REQ {msg_id} 200")  # deferred, through the deferred store
 
 
 def _accounted(row: dict) -> int:
