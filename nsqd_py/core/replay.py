@@ -219,9 +219,16 @@ class Replays:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(self._nsqd.data_path, entry))
                     continue
-                pos, end = cursor
+                tail = log.tail()
+                pos, end = (_within(p, tail) for p in cursor)
                 self._launch(_Replay(self._nsqd, log, channel, pos, end, self._path(name, channel.name)),
                              save=False)
+
+
+def _within(pos: Position, tail: Position) -> Position:
+    """A cursor past the log's end goes back to the end: a power loss cut records the replay had read before they
+    were synced (so none was acknowledged), and what is appended there now is new, not the rest of an old record."""
+    return tail if (pos.seg, pos.offset) > (tail.seg, tail.offset) else pos
 
 
 def _read_cursor(path: str) -> tuple[Position, Position] | None:

@@ -267,3 +267,25 @@ def test_go_nsqd_loads_the_data_dir_and_ignores_the_retained_log(nsqd_factory, t
     status, body = _post(ours, f"/channel/create?topic={topic}&channel=back&start=earliest")
     assert (status, body["messages"]) == (200, 3)
     assert _bodies(_consume(ours, topic, "back")) == [b"a", b"b", b"c"]
+
+
+def test_a_cursor_past_the_log_end_resumes_at_the_end(nsqd_factory) -> None:
+    """As a power loss can leave it: the replay had read records that were never synced, so the log now ends before
+    its cursor; the replay goes on from the end, with no error, and what is published next arrives whole."""
+    nsqd = nsqd_factory("--topic-retention=1h")
+    topic = unique("pastend")
+    assert nsqd.request("POST", f"/topic/create?topic={topic}").status == 200
+    assert nsqd.request("POST", f"/channel/create?topic={topic}&channel=c").status == 200
+    _mpub(nsqd, topic, [b"%05d" % i + b"y" * 45 for i in range(20000)])  # 80-byte records
+    assert _post(nsqd, f"/channel/create?topic={topic}&channel=r&start=earliest")[0] == 200
+    wait_until(lambda: channel_stats(nsqd, topic, "r")["depth"] >= 1024, what="the first batches")
+    nsqd.stop()
+    (segment,) = [p for p in _segments(nsqd, topic) if ".replay." not in p.name]
+    with open(segment, "r+b") as f:
+        f.truncate(100 * 80)  # the power loss: only the first 100 records had been synced
+    nsqd.start()
+    fresh = [b"fresh%d" % i for i in range(5)]
+    _mpub(nsqd, topic, fresh)
+    got = _bodies(_consume(nsqd, topic, "r"))
+    assert [b for b in got if b.startswith(b"fresh")] == fresh  # each once, whole
+    assert "invalid record" not in nsqd.log()
