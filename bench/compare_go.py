@@ -328,7 +328,8 @@ def main() -> None:
     parser.add_argument("--runfor", type=float, default=4.0, help="seconds per load run")
     parser.add_argument("--nsqd", type=Path, default=OURS, help="our nsqd executable")
     parser.add_argument("--skip-rss", action="store_true", help="leave out the 1M-message RSS row")
-    parser.add_argument("--only", default="", help="run only the rows whose name contains this text")
+    parser.add_argument("--only", default="", help="run only the rows whose name contains this text (or one of "
+                        "several, separated by |)")
     parser.add_argument("--io-workers", type=int, default=0,
                         help="also run ours with NSQD_PY_IO_WORKERS=N, in the same alternation")
     parser.add_argument("--also", action="append", default=[], metavar="NAME=EXECUTABLE",
@@ -356,7 +357,8 @@ def main() -> None:
     ]
     if not args.skip_rss:
         rows.append(Row("RSS, 1M x 200 B queued", rss_with_backlog, unit="MiB"))
-    rows = [row for row in rows if args.only.lower() in row.name.lower()]
+    wanted = args.only.lower().split("|")
+    rows = [row for row in rows if any(text in row.name.lower() for text in wanted)]
     servers: list[tuple[str, Path, str]] = [("ours", args.nsqd, "0")]
     if args.io_workers:
         servers.append((f"ours+{args.io_workers}w", args.nsqd, str(args.io_workers)))
