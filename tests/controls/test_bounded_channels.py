@@ -209,6 +209,7 @@ def test_a_lower_drop_head_limit_drops_the_oldest_at_once(nsqd_factory) -> None:
 
 @pytest.mark.parametrize(("args", "fatal"), [
     (["--max-channel-depth=-5"], "--max-channel-depth must be a non-negative integer (0: no limit)"),
+    (["--max-channel-bytes=-1"], "--max-channel-bytes must be a non-negative integer (0: no limit)"),
     (["--channel-overflow=nope"], "--channel-overflow must be one of drop-head, reject-publish"),
 ])
 def test_bad_defaults_are_fatal_at_start(tmp_path: Path, args: list[str], fatal: str) -> None:
