@@ -18,17 +18,17 @@ patch_all()
 from nsqd_py.config.options import options_or_exit
 from nsqd_py.daemon import service
 from nsqd_py.daemon.program import NSQDProgram
-packages = {"requests", "prometheus_client", "falcon", "ssl", "_ssl", "cramjam"}
+packages = {"requests", "urllib3", "certifi", "prometheus_client", "falcon", "ssl", "_ssl", "cramjam"}
 modules = {"nsqd_py.tcp.client", "nsqd_py.tcp.protocol", "nsqd_py.go.gojson"}
 print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in packages or name in modules)))
 '''
 
 
 def test_no_auth_or_metrics_client_or_falcon_before_listening() -> None:
-    """requests (auth servers, lookupd channel queries), prometheus_client (/metrics) and Falcon (the HTTP routes
-    but the shortcuts) load on first use; so do ssl (TLS configured, a TCP client's TLS upgrade, requests:
-    daemon/gevent_patch.py patches it as it is imported), the TCP protocol's modules with cramjam (the first
-    client) and go/gojson.py (a lookupd peer's IDENTIFY reply)."""
+    """requests and urllib3 (auth servers, lookupd channel queries), prometheus_client (/metrics) and Falcon (the
+    HTTP routes but the shortcuts) load on first use; so do ssl (TLS configured, a TCP client's TLS upgrade,
+    requests: daemon/gevent_patch.py patches it as it is imported), the TCP protocol's modules with cramjam (the
+    first client) and go/gojson.py (a lookupd peer's IDENTIFY reply)."""
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
