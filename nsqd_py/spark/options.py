@@ -375,6 +375,9 @@ class WriteOptions:
     mpub_max_bytes: int = option("mpubMaxBytes", _int, 1024 * 1024, minimum=1)
     #: MPUBs sent ahead of nsqd's answers (1: wait for each OK)
     mpub_window: int = option("mpubWindow", _int, 4, minimum=1)
+    #: how long an MPUB may wait for nsqd's answer (a disk stall, a paused VM) before the task fails; as Kafka's
+    #: request.timeout.ms (30s). An unanswered MPUB may have been stored, so it is never sent again
+    request_timeout: float = option("requestTimeout", _positive_seconds, 30.0)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:

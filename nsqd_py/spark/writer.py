@@ -2,16 +2,18 @@
 
 Each row goes to the topic in its `topic` column, as in Kafka's sink, else to the `topic` option's. Rows go out in
 MPUB batches, one topic's each, up to `mpubWindow` of them sent ahead of nsqd's `OK`s (the next MPUB is built while
-nsqd stores the previous ones), and the task ends only when every one is answered. An error frame or a connection
-broken twice raises, which fails the task, and Spark retries it. A retried task publishes its rows again, so a write
-is at-least-once, like NSQ itself. Nothing published can be taken back, so `abort` only logs.
+nsqd stores the previous ones), and the task ends only when every one is answered. Nothing is sent twice unless it
+provably did not land (`_MPUBStream`): an error frame, or an MPUB unanswered when its connection breaks or after
+`requestTimeout`, fails the task, and Spark retries it. A retried task publishes its rows again, so a write is
+at-least-once, like NSQ itself. Nothing published can be taken back, so `abort` only logs.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -171,48 +173,93 @@ class _Publishing:
         return Published(address, dict(counts))
 
 
+class PublishInDoubt(NSQConnectionError):
+    """MPUBs were sent and not answered: nsqd may have stored them, so they are not sent again and the task fails."""
+
+
+#: nsqd's default heartbeat interval (half its default --client-timeout of 60s); it closes a client that sent nothing
+#: for two of them
+DEFAULT_HEARTBEAT = 30.0
+
+
 class _MPUBStream:
     """MPUBs to one nsqd (to any topics), up to `mpubWindow` of them awaiting nsqd's answer.
 
-    Computing the rows can take longer than nsqd waits for an idle client, so a connection found broken is replaced
-    once, and the MPUBs it had not answered are sent again on the new one (they may have landed: at-least-once).
+    Nothing is sent twice unless it provably did not land. nsqd answers each command before it reads the next one,
+    so a connection that breaks with every MPUB answered holds nothing in doubt: it is replaced, as often as it
+    happens (rows computed more slowly than nsqd's idle timeout, two heartbeat intervals, or nsqd restarted between
+    two MPUBs), and one idle for a heartbeat interval is replaced before nsqd would close it. An MPUB whose bytes
+    did not all leave (the write itself failed) cannot have been stored, and goes out again on a new connection.
+    An MPUB sent and unanswered when the connection breaks, or for `requestTimeout`, may have been stored: it is
+    not resent, and the task fails with `PublishInDoubt` naming how many messages are in doubt. Spark's retry of the
+    task (spark.task.maxFailures) then publishes the task's rows again: that is the at-least-once window.
     """
 
     def __init__(self, address: str, opts: WriteOptions) -> None:
         self.address = address
         self.opts = opts
         self._conn: Connection | None = None
-        self._unanswered: deque[bytes] = deque()
-        self._replaced = False
+        #: the messages of each MPUB sent on ``_conn`` and not yet answered, oldest first
+        self._unanswered: deque[int] = deque()
+        self._last_sent = 0.0
+        heartbeat = opts.connect.heartbeat_interval
+        #: idle longer than this, a connection is replaced before the next MPUB (None: nsqd never closes it)
+        self._idle_limit = (DEFAULT_HEARTBEAT if heartbeat is None else heartbeat / 1000 if heartbeat > 0 else None)
 
     def __enter__(self) -> _MPUBStream:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._conn is not None:
-            self._conn.close()
+        self._drop()
 
     def send(self, topic: str, chunk: list[bytes]) -> None:
         raw = command("MPUB", topic, body=mpub_body(chunk))
-        self._unanswered.append(raw)
-        self._on_connection(lambda conn: self._send(conn, raw))
+        conn = self._ready()
+        try:
+            conn.send(raw)
+        except NSQConnectionError as err:
+            if self._unanswered:
+                raise self._in_doubt(f"the connection broke ({err})") from err
+            self._drop()  # not all of it left: nsqd cannot have stored it, and it has nothing else unanswered
+            self._connect().send(raw)
+        self._unanswered.append(len(chunk))
+        self._last_sent = time.monotonic()
         while len(self._unanswered) >= self.opts.mpub_window:
-            self._on_connection(self._await_answer)
+            self._await_answer()
 
     def flush(self) -> None:
         """Wait until nsqd has answered every MPUB."""
         while self._unanswered:
-            self._on_connection(self._await_answer)
+            self._await_answer()
 
-    def _send(self, conn: Connection, raw: bytes) -> None:
-        while self._unanswered and self._answer(conn, 0.0):
-            pass  # answers (and heartbeats) that arrived meanwhile
-        conn.send(raw)
+    def _ready(self) -> Connection:
+        """The connection for the next MPUB: the answers (and heartbeats) that arrived meanwhile are taken, and one
+        that broke or idled with nothing unanswered is replaced."""
+        conn = self._conn
+        if conn is None:
+            return self._connect()
+        try:
+            while self._answer(conn, 0.0):
+                pass
+        except NSQConnectionError as err:
+            if self._unanswered:
+                raise self._in_doubt(f"the connection broke ({err})") from err
+            self._drop()
+            return self._connect()
+        idle = time.monotonic() - self._last_sent
+        if not self._unanswered and self._idle_limit is not None and idle >= self._idle_limit:
+            self._drop()  # nsqd may be closing it right now, which would leave the next MPUB in doubt
+            return self._connect()
+        return conn
 
-    def _await_answer(self, conn: Connection) -> None:
-        if not self._answer(conn, self.opts.connect.connect_timeout):
-            conn.close()
-            raise NSQConnectionError(f"timed out waiting for a response from {self.address}")
+    def _await_answer(self) -> None:
+        assert self._conn is not None
+        try:
+            answered = self._answer(self._conn, self.opts.request_timeout)
+        except NSQConnectionError as err:
+            raise self._in_doubt(f"the connection broke ({err})") from err
+        if not answered:
+            raise self._in_doubt(f"nsqd did not answer within requestTimeout ({self.opts.request_timeout:g}s)")
 
     def _answer(self, conn: Connection, timeout: float) -> bool:
         """Take one answer to the oldest MPUB; False if none came within ``timeout``. Heartbeats are answered."""
@@ -221,24 +268,29 @@ class _MPUBStream:
             return False
         if isinstance(frame, ServerError):
             raise frame
-        if not isinstance(frame, Response) or frame.data != OK:
+        if not self._unanswered or not isinstance(frame, Response) or frame.data != OK:
             raise ProtocolError(f"unexpected answer to MPUB from {self.address}: {frame!r}")
         self._unanswered.popleft()
         return True
 
-    def _on_connection(self, operation: Callable[[Connection], None]) -> None:
-        if self._conn is None:
-            self._conn = open_connection(self.address, self.opts.connect)
-        try:
-            operation(self._conn)
-        except NSQConnectionError:
+    def _in_doubt(self, why: str) -> PublishInDoubt:
+        mpubs, messages = len(self._unanswered), sum(self._unanswered)
+        self._drop()
+        return PublishInDoubt(
+            f"{mpubs} MPUB(s) of {messages} message(s) to nsqd {self.address} are unanswered: {why}. nsqd may have "
+            f"stored them, so they are not sent again and the task fails; a retry of the task publishes its rows "
+            f"again (at-least-once). If nsqd is slow rather than gone, raise 'requestTimeout'")
+
+    def _connect(self) -> Connection:
+        self._conn = open_connection(self.address, self.opts.connect)
+        self._unanswered.clear()
+        self._last_sent = time.monotonic()
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
             self._conn.close()
             self._conn = None
-            if self._replaced:
-                raise
-            self._replaced = True
-            self._conn = open_connection(self.address, self.opts.connect)
-            self._conn.send(b"".join(self._unanswered))
 
 
 class NSQWriter(_Publishing, DataSourceArrowWriter):
