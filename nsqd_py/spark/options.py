@@ -12,6 +12,7 @@ users coming from Python clients write that. Both spellings reduce to one key (`
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -153,6 +154,36 @@ def _timestamp_ns(opts: dict[str, str], key: str, _default: None = None) -> int 
     return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
 
 
+_BY_TOPIC = '{"clicks": 1700000000000}'
+
+
+def _timestamps_by_topic(opts: dict[str, str], key: str, _default: None = None) -> tuple[tuple[str, int], ...] | None:
+    """Kafka's startingOffsetsByTimestamp, one time per topic (a topic's partitions are its nsqd, which share it):
+    `{"topicA": 1700000000000, "topicB": "2026-01-31T12:00:00Z"}`, each as `startingTimestamp` takes it; in ns."""
+    raw = opts.get(canonical(key))
+    if raw is None:
+        return None
+    try:
+        given = json.loads(raw)
+    except ValueError as err:
+        raise OptionError(f"option {key!r} must be a JSON object of topic to time, as in {_BY_TOPIC}: {err}") from None
+    if not isinstance(given, dict) or not given:
+        raise OptionError(f"option {key!r} must be a JSON object of topic to time, as in {_BY_TOPIC}")
+    times = []
+    for topic, value in given.items():
+        if not is_valid_name(str(topic)) or isinstance(value, bool | dict | list) or value is None:
+            raise OptionError(f"option {key!r}: {topic!r}: give one time per topic (epoch milliseconds or ISO-8601), "
+                              f"not {value!r}")
+        try:
+            at = _timestamp_ns({"t": str(value)}, "t")
+        except OptionError:
+            raise OptionError(f"option {key!r}: the time of {topic!r} must be epoch milliseconds or an ISO-8601 time "
+                              f"with its offset, not {value!r}") from None
+        assert at is not None
+        times.append((str(topic), at))
+    return tuple(sorted(times))
+
+
 Reader = Callable[..., Any]
 
 
@@ -285,8 +316,15 @@ class ReadOptions:
     read_mode: str = "executors"
     #: a regular expression over the topics lookupd (or each nsqd) knows, instead of `topics`; asked each trigger
     subscribe_pattern: str | None = option("subscribePattern", _pattern)
-    #: a new query (no checkpoint) reads the channel as it is (earliest), or empties it first (latest)
+    #: a new query (no checkpoint) reads the channel as it is (earliest), or empties it first (latest); on a
+    #: retained topic whose channel is new, earliest replays the retained log (history.py)
     starting_offsets: str = option("startingOffsets", _starting_offsets, "earliest")
+    #: Kafka's startingTimestamp: a new channel of a retained topic replays from this time (ns since the epoch); takes
+    #: precedence over the two others, as in Kafka
+    starting_timestamp_ns: int | None = option("startingTimestamp", _timestamp_ns)
+    #: Kafka's startingOffsetsByTimestamp, by topic: takes precedence over startingOffsets
+    starting_offsets_by_timestamp: tuple[tuple[str, int], ...] | None = option("startingOffsetsByTimestamp",
+                                                                               _timestamps_by_topic)
     #: with trigger(availableNow=True): read what was published up to here (ns since the epoch), at most to the start
     ending_timestamp_ns: int | None = option("endingTimestamp", _timestamp_ns)
     #: rows per micro-batch (Kafka's maxOffsetsPerTrigger); None reads what the channels hold
@@ -330,6 +368,29 @@ class ReadOptions:
         """The one topic of a driver-mode read."""
         return self.topics[0]
 
+    @property
+    def starts_at_time(self) -> bool:
+        """A start time was given (startingTimestamp or startingOffsetsByTimestamp)."""
+        return self.starting_timestamp_ns is not None or self.starting_offsets_by_timestamp is not None
+
+    def start_of(self, topic: str) -> str | int | None:
+        """Where a new channel of ``topic`` starts: "earliest", "latest", a time in ns, or None: a topic that
+        startingOffsetsByTimestamp does not name (found by subscribePattern)."""
+        if self.starting_timestamp_ns is not None:
+            return self.starting_timestamp_ns
+        if self.starting_offsets_by_timestamp is not None:
+            return dict(self.starting_offsets_by_timestamp).get(topic)
+        return self.starting_offsets
+
+    def describe_start(self) -> str:
+        """The start options as given (for the start record and the logs)."""
+        if self.starting_timestamp_ns is not None:
+            return f"startingTimestamp={self.starting_timestamp_ns // 1_000_000}"
+        if self.starting_offsets_by_timestamp is not None:
+            times = {topic: at // 1_000_000 for topic, at in self.starting_offsets_by_timestamp}
+            return f"startingOffsetsByTimestamp={json.dumps(times)}"
+        return self.starting_offsets
+
     def dead_letter_for(self, topic: str) -> str:
         return _dead_letter_name(topic, self.dead_letter_topic)
 
@@ -358,6 +419,15 @@ class ReadOptions:
         if declared["max_attempts"]:  # topics found by subscribePattern are checked when their tasks start
             for topic in topics:
                 _dead_letter_name(topic, dead_letter)
+        by_topic = declared["starting_offsets_by_timestamp"]
+        if by_topic is not None and topics:
+            missing = sorted(set(topics) - {topic for topic, _ in by_topic})
+            if missing:  # as Kafka's: every subscribed partition needs its time
+                raise OptionError(f"option 'startingOffsetsByTimestamp' gives no time for topic(s) "
+                                  f"{', '.join(missing)}: give one for every subscribed topic")
+        if mode == "driver" and (declared["starting_timestamp_ns"] is not None or by_topic is not None):
+            raise OptionError("readMode=driver reads the channel as it is: 'startingTimestamp' and "
+                              "'startingOffsetsByTimestamp' need readMode=executors")
         batch = declared["max_offsets_per_trigger"] or cls.max_messages_per_batch
         return cls(topics=topics, channel=channel, connect=connect, read_mode=mode, dead_letter_topic=dead_letter,
                    max_messages_per_batch=batch, max_in_flight=_int(opts, "maxInFlight", 3 * batch, minimum=1),

@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
 
 from .clocks import clock_offsets
 from .down_nodes import DownNodes
+from .history import start_replays
 from .options import OptionError, ReadOptions
 from .planner import (
     ChannelState,
@@ -94,6 +95,9 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._by_count = True
         #: startingOffsets was applied, or found applied by an earlier start
         self._started = False
+        #: the first start made channels that replay retained history (history.py): nsqd hands a replay to its
+        #: channel a batch at a time, so /stats' counts do not show what availableNow has still to read
+        self._replayed = False
         #: rows in the batches committed so far (counted before their slices go)
         self._committed_rows: dict[int, int] = {}
         #: what the tasks of the batches committed so far did (freshChunks, replayedChunks, handedBack, ...)
@@ -121,22 +125,33 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadAllAvailable()
         return ReadMaxRows(self.opts.max_offsets_per_trigger)
 
-    def _apply_starting_offsets(self) -> None:
-        """startingOffsets, once per channel and topics in this write-ahead location (starts.py): Spark calls
-        initialOffset on every trigger until it plans the first batch, again to run it, and again after a restart
-        before the first batch committed. Only the first start empties the channel (latest)."""
+    def _apply_starting_offsets(self, latest: bool = True) -> None:
+        """startingOffsets (or a start time), once per channel and topics in this write-ahead location (starts.py):
+        Spark calls initialOffset on every trigger until it plans the first batch, again to run it, and again after
+        a restart before the first batch committed. Only the first start empties the channel (latest) or makes the
+        channels that replay retained history (earliest or a time: history.py). ``latest`` false (availableNow's
+        preparation, which Spark calls on restarts too) leaves latest to initialOffset, which only a query without
+        a checkpoint calls."""
         if self._started:
             return
         store = SliceStore(self.location, STARTS_DIR)
         record = StartRecord(store.fs, store.root, self.opts)
         first = record.read()
-        if first is None:
-            record.write(self.opts.starting_offsets)
+        starts_at = self.opts.describe_start()
+        if first is None and starts_at == "latest":
+            if not latest:
+                return
+            record.write(starts_at)
             skip_backlog(self.opts)
+        elif first is None:
+            replays = start_replays(self.opts)
+            record.write(starts_at, replays)
+            self._replayed = bool(replays)
         else:
             log.info("the reads of channel %s began at %s (startingOffsets=%s, recorded in %s): continuing where the "
                      "channel is, whatever startingOffsets says now", self.opts.channel, first.get("startedAt"),
                      first.get("startingOffsets"), record.path)
+            self._replayed = bool(first.get("replays"))
         self._started = True
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -145,11 +160,13 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         newer). Each nsqd gets the cutoff on its own clock, which stamps the messages: the latest time its clock
         may have read at the cutoff (clocks.py), so that no message from before it looks newer. An nsqd or lookupd
         that cannot be asked fails it: it could not know what it has to read."""
+        self._apply_starting_offsets(latest=False)  # Spark prepares before initialOffset: make the replays first
         snapshot = survey(self.opts, strict=True).states
         now = time.time_ns()
         ending = self.opts.ending_timestamp_ns
         cutoff = now if ending is None else min(ending, now)
-        self._by_count = cutoff == now
+        # a replay's history is not in the counts: it ends when a batch reads nothing from before the cutoff
+        self._by_count = cutoff == now and not self._replayed
         self._snapshot = {s.key: s for s in snapshot}
         offsets = clock_offsets({s.nsqd: s.http for s in snapshot}, self.opts.connect)
         self.cutoff_ns = {nsqd: cutoff + offset.high for nsqd, offset in offsets.items()}

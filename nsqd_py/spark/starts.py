@@ -49,11 +49,16 @@ class StartRecord:
         except FileNotFoundError:
             return None
 
-    def write(self, starting_offsets: str) -> None:
-        """Record the start durably, before anything is emptied: a crash right after it leaves the channel as it
-        is (read as with earliest), never emptied twice."""
-        content = json.dumps({**self.identity, "startingOffsets": starting_offsets,
-                              "startedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode()
+    def write(self, starting_offsets: str, replays: dict | None = None) -> None:
+        """Record the start durably: before anything is emptied (latest), so a crash right after it leaves the
+        channel as it is (read as with earliest), never emptied twice; after the channels replaying history were
+        made (history.py), whose answers ``replays`` holds: a crash before it finds them made, and reads them as
+        they are."""
+        record: dict[str, object] = {**self.identity, "startingOffsets": starting_offsets,
+                                     "startedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if replays:
+            record["replays"] = replays
+        content = json.dumps(record).encode()
         self.fs.create_dir(self.directory, recursive=True)
         if isinstance(self.fs, pafs.LocalFileSystem):
             _write_durably(self.path, content)
