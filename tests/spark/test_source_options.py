@@ -26,7 +26,8 @@ WRITE_BASE = {"topic": "t", "nsqdTcpAddresses": "h:1"}
 #: a value other than the default for every documented option, and what it changes in the base options (None: drops)
 SAMPLES: dict[str, tuple[str, dict[str, str | None]]] = {
     "subscribe": ("u,v", {}), "subscribePattern": ("t.*", {"subscribe": None}), "startingOffsets": ("latest", {}),
-    "endingTimestamp": ("1700000000000", {}), "topic": ("u", {}), "channel": ("d", {}),
+    "endingTimestamp": ("1700000000000", {}), "startingTimestamp": ("1700000000000", {}),
+    "startingOffsetsByTimestamp": ('{"t": 1700000000000}', {}), "topic": ("u", {}), "channel": ("d", {}),
     "nsqdTcpAddresses": ("h:2", {}), "nsqdHttpAddresses": ("h:3", {}),
     "lookupdHttpAddresses": ("l:4161", {"nsqdTcpAddresses": None}), "maxOffsetsPerTrigger": ("7", {}),
     "minOffsetsPerTrigger": ("3", {}), "maxTriggerDelay": ("2s", {}), "maxBytesPerTrigger": ("100", {}),
@@ -146,7 +147,9 @@ DECLARED: dict[Any, dict[str, tuple[str, object]]] = {
                   "maxInFlightBytes": ("1000", 1000), "idleTimeout": ("0", 0.0),
                   "lookupdPollInterval": ("1500", 1.5), "subscribePattern": ("t.*", "t.*"),
                   "startingOffsets": ("Latest", "latest"), "endingTimestamp": ("1700000000000", 1700000000000 * 10**6),
-                  "minBatchesToRetain": ("3", 3), "failOnDataLoss": ("off", False)},
+                  "minBatchesToRetain": ("3", 3), "failOnDataLoss": ("off", False),
+                  "startingTimestamp": ("1700000000000", 1700000000000 * 10**6),
+                  "startingOffsetsByTimestamp": ('{"t": "2023-11-14T22:13:20Z"}', (("t", 1700000000000 * 10**6),))},
     WriteOptions: {"mpubMaxMessages": ("9", 9), "mpubMaxBytes": ("99", 99), "mpubWindow": ("1", 1)},
     ConnectOptions: {"nsqdTcpAddresses": ("h:1, h:2", ("h:1", "h:2")),
                      "nsqdHttpAddresses": ("h:3,h:4", ("h:3", "h:4")), "lookupdHttpAddresses": ("", ()),
