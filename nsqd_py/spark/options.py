@@ -333,6 +333,9 @@ class ReadOptions:
     min_offsets_per_trigger: int | None = option("minOffsetsPerTrigger", _optional_int)
     max_trigger_delay: float = option("maxTriggerDelay", _seconds, 15 * 60.0)
     max_bytes_per_trigger: int | None = option("maxBytesPerTrigger", _optional_int)
+    #: body bytes nsqd may have sent a task that it has not FINed yet (Kafka's fetch.max.bytes, 50 MiB): RDY is
+    #: this over the largest recent body, at least 1
+    fetch_max_bytes: int = option("fetchMaxBytes", _int, 50 * 1024 * 1024, minimum=1)
     #: partitions per micro-batch (spread over the nsqd nodes by their share); None: the driver's cores
     min_partitions: int | None = option("minPartitions", _optional_int)
     #: an nsqd or lookupd that cannot be reached fails the query (true), or is skipped until it answers (false)

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -61,6 +61,11 @@ _DEFAULT_MAX_MSG_TIMEOUT_MS = 15 * 60_000
 _DEFAULT_HEARTBEAT_S = 30.0
 #: a chunk stops growing past this many body bytes (it is built in the task's memory)
 _CHUNK_BYTES = 64 * 1024 * 1024
+#: the body size a task assumes before it has seen one: nsqd's default --max-msg-size
+_ASSUMED_BODY = 1024 * 1024
+#: the largest body seen fades by this factor with every message after it, so one large body does not shrink RDY
+#: for the rest of the task
+_BODY_FADE = 0.99
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,11 @@ class Subscription:
     every message the task holds (the chunk in hand, the next one nsqd already sent, availableNow's later ones),
     so none reaches msg_timeout. TOUCH cannot extend a message past nsqd's --max-msg-timeout: the keeper hands
     back (REQ) a message not in hand before it gets there, and a chunk stops growing at half of it.
+
+    RDY bounds what nsqd sends ahead by count (the quota, nsqd's max RDY) and by bytes, as Kafka's fetch.max.bytes
+    does: the bodies the task holds unsettled stay within `fetchMaxBytes` plus one message, estimating the bodies to
+    come by the largest recent one (nsqd's default max size, 1 MiB, before the first). Messages held past the
+    cutoff keep their id only.
     """
 
     def __init__(self, plan: SliceAssignment, opts: ReadOptions, cutoff_ns: int | None) -> None:
@@ -112,6 +122,9 @@ class Subscription:
         self._interval = self._max_hold = 0.0
         #: when the keeper first saw each message not in hand
         self._seen: dict[bytes, float] = {}
+        #: the RDY last sent, and the largest recent body (fading, None before the first)
+        self._rdy = 0
+        self._body_estimate: float | None = None
 
     def open(self) -> None:
         if self.opts.max_attempts:
@@ -138,13 +151,19 @@ class Subscription:
         limit = min(limit, self.max_rdy - len(self.held))  # nsqd sends no more than RDY unsettled messages
         if limit <= 0:
             return [], True
-        with self._lock:  # the keeper sends TOUCH on the same socket
-            conn.send(command("RDY", str(limit + len(self.held))))
         taken: list[Message] = []
-        self.in_hand = taken
+        with self._lock:  # the keeper sends TOUCH on the same socket
+            self.in_hand = taken
+            self._send_rdy(conn, self._window(limit))
         size = 0
         stop_at = time.monotonic() + self._max_hold / 2
         while len(taken) < limit and size < max_bytes and time.monotonic() < stop_at:
+            if not self.pending and len(taken) + len(self.held) >= self._rdy:
+                with self._lock:  # all that RDY allows came: more only as the bytes allow
+                    window = self._window(limit)
+                    if window <= self._rdy:
+                        return taken, False  # fetchMaxBytes is reached: this chunk ends here
+                    self._send_rdy(conn, window)
             if not self.pending:
                 self._receive(conn)
             with self._lock:
@@ -153,12 +172,28 @@ class Subscription:
                 size = self._hand_out(taken, limit, max_bytes, size)
         return taken, False
 
+    def _window(self, limit: int) -> int:
+        """The RDY for ``limit`` messages in hand and pending (beyond those held past the cutoff): within nsqd's max
+        RDY, and within `fetchMaxBytes` of bodies with what is unsettled now, at least one more message when the
+        task holds no body (lock held)."""
+        holding = [*self.pending, *self.in_hand]
+        room = self.opts.fetch_max_bytes - sum(len(m.body) for m in holding)
+        more = max(0, int(room // max(1.0, self._body_estimate or _ASSUMED_BODY)))
+        if not holding:
+            more = max(more, 1)  # a body larger than fetchMaxBytes comes alone, as Kafka's first record batch
+        return min(self.max_rdy, limit + len(self.held), len(holding) + len(self.held) + more)
+
+    def _send_rdy(self, conn: Connection, rdy: int, then: bytes = b"") -> None:
+        conn.send(command("RDY", str(rdy)) + then)
+        self._rdy = rdy
+
     def _hand_out(self, taken: list[Message], limit: int, max_bytes: int, size: int) -> int:
-        """Move pending messages into ``taken`` (or `held`, past the cutoff) up to the limits; the new size."""
+        """Move pending messages into ``taken`` (or `held`, past the cutoff, without its body) up to the limits;
+        the new size."""
         while self.pending and len(taken) < limit and size < max_bytes:
             msg = self.pending.popleft()
             if self.cutoff_ns is not None and msg.timestamp > self.cutoff_ns:
-                self.held.append(msg)
+                self.held.append(replace(msg, body=b""))  # never handed out: only its id is needed
                 continue
             taken.append(msg)
             size += len(msg.body)
@@ -182,6 +217,8 @@ class Subscription:
         for item in frames:
             if isinstance(item, Message):
                 self.pending.append(item)
+                size, estimate = len(item.body), self._body_estimate
+                self._body_estimate = size if estimate is None else max(size, estimate * _BODY_FADE)
             elif isinstance(item, ServerError):
                 self._note(item)
 
@@ -205,10 +242,9 @@ class Subscription:
         self._release(finished)
         if self.conn is None:
             return
-        rdy = min(self.max_rdy, next_limit + len(self.held))
         try:
             with self._lock:
-                self.conn.send(command("RDY", str(rdy)) + id_commands("FIN", [m.id for m in finished]))
+                self._send_rdy(self.conn, self._window(next_limit), id_commands("FIN", [m.id for m in finished]))
             self.finished += len(finished)
         except NSQConnectionError as err:  # published but not FINed: nsqd delivers them again after msg_timeout
             log.warning("could not FIN %d published messages on %s: %s", len(finished), self.plan.spec.nsqd, err)
@@ -220,7 +256,7 @@ class Subscription:
         if self.conn is not None and messages:
             try:
                 with self._lock:  # the keeper sends and counts too
-                    self.conn.send(command("RDY", "0") + id_commands("REQ", [m.id for m in messages], "0"))
+                    self._send_rdy(self.conn, 0, id_commands("REQ", [m.id for m in messages], "0"))
                     self.handed_back += len(messages)
             except NSQConnectionError:  # nsqd requeues them after msg_timeout
                 self.close()
