@@ -53,6 +53,7 @@ class Channel:
         "_queue",
         "_rr",
         "_seq",
+        "_settling",
         "_shadow_reads",
         "_shadowed",
         "_store",
@@ -110,6 +111,8 @@ class Channel:
         self._store: DeferredStore | None = None
         self._shadowed: set[bytes] = set()
         self._shadow_reads = 0
+        #: batches of due messages whose store entries go once the queue has them (a compaction waits for them)
+        self._settling = 0
         self._dispatching = False
         self.paused = False
         self.exiting = False
@@ -246,6 +249,8 @@ class Channel:
     def _drop_to_fit(self, count: int, size: int) -> bool:
         """drop-head: drop the oldest queued messages until ``count`` more with ``size`` bytes of bodies fit; False
         when they cannot (what is left is in flight or deferred, or the message alone is over max_channel_bytes)."""
+        if self.max_bytes and size > self.max_bytes:
+            return False  # it never fits: only it goes
         dropped = 0
         fits = True
         while self._over(count, size):
@@ -617,11 +622,14 @@ class Channel:
             self._nsqd.acks.settle(begun)
         except BackendError:
             return  # the store keeps them: a restart delivers them again rather than not at all
+        finally:
+            self._settling -= 1
         if store is None or self.exiting:
             return
         for msg_id in ids:
             store.remove(msg_id)
-        if store.needs_compaction():
+        # a compaction keeps only what is deferred: not while other due messages are neither here nor settled
+        if not self._settling and store.needs_compaction():
             store.compact(self._deferred_entries())
 
     def _deferred_entries(self) -> list[tuple[int, bytes]]:
@@ -689,6 +697,7 @@ class Channel:
                 self._shadowed.add(msg.id)  # its flushed copy may still be ahead in the disk queue
             self._enqueue(msg)
         if begun is not None and due:
+            self._settling += 1
             gevent.spawn(self._left_store, begun, due)
         if due:
             self.dispatch()
@@ -728,10 +737,17 @@ class Channel:
 
     def drop_queued(self) -> int:
         """Drop the queued messages, memory and disk, keeping those in flight and deferred (beyond nsqd:
-        /channel/reset); how many there were."""
-        dropped = len(self._queue)
-        self._queue.clear_memory()
-        self._queue.backend.empty()
+        /channel/reset); how many there were. Each is read off and acked, not the disk queue emptied: the records
+        of the in-flight and deferred messages stay on disk until they are done, as always."""
+        dropped = 0
+        while True:
+            msg = self._queue.pop()
+            if msg is None:
+                break
+            self._release_token(msg)
+            dropped += 1
+            if dropped % _YIELD_EVERY == 0:
+                gevent.sleep(0)
         self._shadowed = set()
         self._shadow_reads = 0
         return dropped

@@ -4,8 +4,9 @@ loop then connects to new peers and drops removed ones) and `log_level` (takes e
 Values are nsqd's internal ones: durations in ns, `log_level` as its number, `tls_min_version` as the TLS
 code; JSON, except strings, which nsqd's V1 envelope sends raw as text. A PUT answers like a GET after it.
 
-Beyond nsqd (RFC nsqio/nsq#1302): `PUT /config/drain` starts a drain and `PUT /config/shutdown` a clean shutdown,
-each with any body or none, answered with an empty 200 (a GET of either is Go's 400 INVALID_OPTION).
+Beyond nsqd (RFC nsqio/nsq#1302), with drain mode on (`--sigterm=drain`): `PUT /config/drain` starts a drain and
+`PUT /config/shutdown` a clean shutdown, each with any body or none, answered with an empty 200 (a GET of either is
+Go's 400 INVALID_OPTION). Without it both get Go's answers, as any unknown option does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import falcon
 import orjson
 
 from ..cluster.context import ServerContext
+from ..config.options import DRAIN
 from ..runtime.log import LEVELS_BY_NAME
 from ..web.responses import APIError
 from .body import read_body
@@ -39,7 +41,7 @@ class Config:
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, opt: str) -> Any:
         """The body is read (and judged) before the option name, as nsqd does."""
-        if opt in _ACTIONS:
+        if opt in _ACTIONS and self.nsqd.opts.sigterm == DRAIN:
             self._act(opt)
             return None
         limit = self.nsqd.opts.max_msg_size

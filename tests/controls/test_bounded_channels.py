@@ -258,9 +258,10 @@ def test_max_channel_bytes_drops_the_head_by_body_bytes(nsqd_factory) -> None:
     assert (row["depth"], row["dropped_count"]) == (2, 1)
     assert row["settings"] == {"max_channel_bytes": 10, "channel_overflow": "drop-head"}
     assert "max_channel_bytes 10 reached (drop-head): 1 dropped so far" in nsqd.log()
-    assert _publish(nsqd, topic, b"x" * 11) == 200  # alone over the limit: dropped with everything before it
+    assert _publish(nsqd, topic, b"x" * 11) == 200  # alone over the limit: only it is dropped
     row = channel_stats(nsqd, topic, "c")
-    assert (row["depth"], row["dropped_count"]) == (0, 4)
+    assert (row["depth"], row["dropped_count"]) == (2, 2)
+    assert nsqd.request("POST", f"/channel/empty?topic={topic}&channel=c").status == 200
     conn = nsqd.connect()
     conn.identify()
     conn.sub(topic, "c")

@@ -106,7 +106,7 @@ def test_sigterm_drain_waits_for_the_consumer_then_exits_0_with_nothing_lost(nsq
 
 
 def test_put_config_drain_refuses_new_messages_and_keeps_the_connection(nsqd_factory) -> None:
-    nsqd = nsqd_factory()
+    nsqd = nsqd_factory("--sigterm=drain")  # drain mode on: the PUTs act
     topic, new = unique("refused"), unique("new")
     _channel(nsqd, topic)
     _mpub(nsqd, topic, [b"left"])
@@ -168,7 +168,7 @@ def test_new_topics_and_channels_are_refused_existing_ones_subscribable(nsqd_fac
 
 
 def test_info_and_ping_show_the_drain(nsqd_factory) -> None:
-    nsqd = nsqd_factory()
+    nsqd = nsqd_factory("--sigterm=drain")  # drain mode on: the PUTs act
     topic = unique("status")
     _channel(nsqd, topic)
     _mpub(nsqd, topic, [b"keeps it draining"])
@@ -287,7 +287,7 @@ def test_drain_with_io_workers(nsqd_factory, monkeypatch: pytest.MonkeyPatch, tm
 
 def test_a_connected_consumer_sees_no_change_until_the_close(nsqd_factory) -> None:
     """A drain changes nothing on a consumer's connection: messages, then nsqd's close at the end."""
-    nsqd = nsqd_factory()
+    nsqd = nsqd_factory("--sigterm=drain")  # drain mode on: the PUTs act
     topic = unique("frames")
     _channel(nsqd, topic)
     _mpub(nsqd, topic, [b"only"])
@@ -299,3 +299,15 @@ def test_a_connected_consumer_sees_no_change_until_the_close(nsqd_factory) -> No
     conn.send(b"FIN " + data[10:26])
     assert _exit_code(nsqd) == 0
     assert conn.is_closed(wait=EXIT_TIMEOUT)
+
+
+def test_without_drain_mode_the_puts_get_nsqds_answers(nsqd_factory) -> None:
+    """Nothing set: PUT /config/drain and /config/shutdown are unknown options, as in Go nsqd 1.3.0."""
+    nsqd = nsqd_factory()
+    for opt in ("drain", "shutdown"):
+        assert (nsqd.request("PUT", f"/config/{opt}").status, nsqd.request("PUT", f"/config/{opt}").json()) == (
+            413, {"message": "INVALID_VALUE"})
+        reply = nsqd.request("PUT", f"/config/{opt}", b"now")
+        assert (reply.status, reply.json()) == (400, {"message": "INVALID_OPTION"})
+    assert nsqd.request("GET", "/ping").body == b"OK"
+    assert "draining" not in nsqd.log()

@@ -177,7 +177,7 @@ def test_a_drain_under_gunicorn_ends_with_the_master(gunicorn_factory, tmp_path:
     data, tcp_port, http_port = tmp_path / "data", free_port(), free_port()
     data.mkdir()
     server = gunicorn_factory([f"--tcp-address=127.0.0.1:{tcp_port}", f"--http-address=127.0.0.1:{http_port}",
-                               f"--data-path={data}"])
+                               f"--data-path={data}", "--sigterm=drain"])  # drain mode: gunicorn keeps its signals
     server.wait_ready(tcp_port, http_port)
     http_url = f"http://127.0.0.1:{http_port}"
     topic = f"gdrain{free_port()}"
