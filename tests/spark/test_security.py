@@ -153,11 +153,12 @@ def test_an_https_survey_without_the_ca_fails_the_query(spark: SparkSession, tls
 
 def test_tls_required_without_tls_fails_the_query(tls_only: tuple[NsqdProcess, int], name: Callable[[str], str],
                                                   tmp_path: Path) -> None:
-    """The survey of an nsqd that requires TLS, by a reader without `tls`: a clear error, not a skipped nsqd."""
+    """The survey of an nsqd that requires TLS, by a reader without `tls`: a clear error, not a skipped nsqd (at the
+    first start, which asks each nsqd whether its topics retain history, or at the first survey)."""
     node, _ = tls_only
     reader = NSQStreamReader(ReadOptions.parse(source_options(node, name("no_tls"), writeAheadLocation=str(tmp_path))))
-    start = reader.initialOffset()
     with pytest.raises(OptionError, match=r"requires TLS .*set 'tls'"):
+        start = reader.initialOffset()
         reader.latestOffset(start, reader.getDefaultReadLimit())
 
 
