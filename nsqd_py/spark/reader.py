@@ -9,6 +9,7 @@ otherwise from nsqd, publishing before they FIN. `commit` deletes the slices of 
 
 from __future__ import annotations
 
+import calendar
 import logging
 import time
 import uuid
@@ -59,14 +60,26 @@ class SlicePartition(InputPartition):
 
 
 def _offset(query: str, batch: int, slices: list[SliceSpec], cutoff_ns: dict[str, int] | None, location: str,
-            channel: str) -> dict:
+            channel: str, planned_at: float) -> dict:
     """The location and the channel are in the offset too: a batch replayed after a restart finds its slices and
     reads the same channel even if the options or the driver's working directory changed meanwhile; and so is how
     its slices' directories are named (`LAYOUT`: an offset without it was planned with the names as they are). The
     location is `redact`ed: Spark writes offsets to the checkpoint and shows them in every progress, so its
-    credentials come from the options (`NSQStreamReader.location_of`)."""
+    credentials come from the options (`NSQStreamReader.location_of`). ``planned_at`` (epoch seconds) is when the
+    batch was planned, or for the initial offset when the reads of the channel first started: maxTriggerDelay counts
+    from there, across restarts."""
     return {"query": query, "batch": batch, "slices": [s.encode() for s in slices], "cutoff": cutoff_ns,
-            "location": redact(location), "channel": channel, "layout": LAYOUT}
+            "location": redact(location), "channel": channel, "layout": LAYOUT, "plannedAt": round(planned_at, 3)}
+
+
+def _epoch(stamp: object, default: float) -> float:
+    """A start record's `startedAt` (UTC, to the second) in epoch seconds; ``default`` when it has none."""
+    if not isinstance(stamp, str):
+        return default
+    try:
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return default
 
 
 def _check_mode(offset: dict) -> None:
@@ -110,15 +123,15 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._down = DownNodes()
         #: writeAheadLocation changed since the batch the query restarted from (warned once)
         self._moved = False
-        self._last_batch_at = time.monotonic()
+        #: when the reads of the channel first started (the start record's time), for the initial offset
+        self._first_start = time.time()
         self._survey = Survey([], [])
 
     # -- planning (driver) --------------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        start = _offset(uuid.uuid4().hex, 0, [], None, self.location, self.opts.channel)
         self._apply_starting_offsets()
-        return start
+        return _offset(uuid.uuid4().hex, 0, [], None, self.location, self.opts.channel, self._first_start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is None:
@@ -152,6 +165,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                      "channel is, whatever startingOffsets says now", self.opts.channel, first.get("startedAt"),
                      first.get("startingOffsets"), record.path)
             self._replayed = bool(first.get("replays"))
+            self._first_start = _epoch(first.get("startedAt"), self._first_start)
         self._started = True
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -180,17 +194,17 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._executors_reached(store, start)
         states = [s for s in self._channels_to_read(store, batch) if self._down.may_plan(s.nsqd)]
         available = sum(s.readable for s in states)
-        if available == 0 or self._waits_for_more(available):
+        if available == 0 or self._waits_for_more(available, start):
             return start
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         partitions = self.opts.min_partitions or default_partitions()
         slices = plan_slices(states, max_rows, self.opts.max_bytes_per_trigger, partitions, batch + 1)
-        end = _offset(start["query"], batch + 1, slices, self.cutoff_ns, self.location, self.opts.channel)
+        end = _offset(start["query"], batch + 1, slices, self.cutoff_ns, self.location, self.opts.channel,
+                      time.time())
         self._planning_store(store, start).plan(batch + 1, [s.name for s in slices])  # before Spark logs the offset
         if self.cutoff_ns is not None:
             self._available_now_batches.add(batch + 1)
         self._last_plan = (start, end)
-        self._last_batch_at = time.monotonic()
         return end
 
     def location_of(self, offset: dict) -> str:
@@ -294,12 +308,15 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rows = self._committed_rows.get(batch)
         return (store.batch_rows(batch) if rows is None else rows) == 0
 
-    def _waits_for_more(self, available: int) -> bool:
-        """minOffsetsPerTrigger: fewer rows wait, until maxTriggerDelay after the last batch."""
+    def _waits_for_more(self, available: int, start: dict) -> bool:
+        """minOffsetsPerTrigger: fewer rows wait, until maxTriggerDelay after the last batch was planned, as its
+        offset (``start``) records it, so a restart does not start the clock again: the first trigger after a
+        restart fires at once when the delay has passed meanwhile. An offset of an earlier version has no time:
+        the clock then starts at 0, as Kafka's does."""
         minimum = self.opts.min_offsets_per_trigger
         if minimum is None or available >= minimum or self.cutoff_ns is not None:
             return False
-        return time.monotonic() - self._last_batch_at < self.opts.max_trigger_delay
+        return time.time() - float(start.get("plannedAt", 0)) < self.opts.max_trigger_delay
 
     def reportLatestOffset(self) -> dict | None:
         """What the query progress shows as the source's latestOffset: the lag, per topic and nsqd, the nodes that
