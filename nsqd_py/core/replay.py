@@ -41,8 +41,9 @@ __all__ = ["EARLIEST", "LATEST", "Replays", "Start"]
 LOW_WATER = 1024
 #: about how many bytes of records one batch reads
 BATCH_BYTES = 256 * 1024
-#: how often a replay looks again at a channel that had enough queued
+#: how often a replay looks again at a channel that had enough queued: soon, then less often while it stays full
 POLL_SECONDS = 0.002
+MAX_POLL_SECONDS = 0.1
 #: the points that are not a time
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -110,10 +111,13 @@ class _Replay:
 
     def run(self) -> None:
         channel, log, acks = self.channel, self.log, self.nsqd.acks
+        wait = POLL_SECONDS
         while not self.stopping and not channel.exiting and self.pos < self.end:
             if channel.depth() >= LOW_WATER:
-                gevent.sleep(POLL_SECONDS)
+                gevent.sleep(wait)
+                wait = min(wait * 2, MAX_POLL_SECONDS)  # nobody consuming: look less and less often
                 continue
+            wait = POLL_SECONDS
             try:
                 records, after = log.read(self.pos, self.end, BATCH_BYTES)
             except (OSError, BackendError) as err:
@@ -190,6 +194,7 @@ class Replays:
         replay.stopping = True
         if replay.greenlet is not None:
             replay.greenlet.join(timeout=5)
+            replay.greenlet.kill()  # a batch stuck past that must not save its cursor over a new replay's
         if forget:
             replay.forget()
         else:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..cluster.auth import AuthCache, AuthError, AuthRefused, AuthState
 from ..cluster.context import ServerContext
+from ..config.queue_settings import TOPIC_PLACEHOLDER
 from ..core.stats import Stats
 from ..http_server.access_log import log_access, remote_address
 from ..http_server.server import WSGIApp
@@ -68,17 +69,20 @@ class HTTPAuth:
     """The gate: refusals are answered here in nsqd's JSON error shape and access-logged (never the secret); what
     passes goes to ``app`` with the caller's AuthState in the environ."""
 
-    def __init__(self, app: WSGIApp, cache: AuthCache, admin_identity: str, logger: Logger) -> None:
+    def __init__(self, app: WSGIApp, cache: AuthCache, admin_identity: str, logger: Logger,
+                 dead_letter_template: str = "{topic}.dead") -> None:
         self._app = app
         self._cache = cache
         self._admin_identity = admin_identity
         self._logger = logger
+        self._dead_letter_template = dead_letter_template  # --dead-letter-topic: where max_attempts sends them
 
     @classmethod
     def for_context(cls, ctx: ServerContext, app: WSGIApp) -> HTTPAuth:
         """options.validate made sure --auth-http-address is set, so there are servers to ask."""
         assert ctx.auth_servers is not None
-        return cls(app, AuthCache(ctx.auth_servers), ctx.opts.http_admin_identity, ctx.logger)
+        return cls(app, AuthCache(ctx.auth_servers), ctx.opts.http_admin_identity, ctx.logger,
+                   ctx.opts.dead_letter_topic)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         method: str = environ["REQUEST_METHOD"]
@@ -127,8 +131,12 @@ class HTTPAuth:
                 query = parse_query(query_string)
             except ValueError:
                 query = {}
-            allowed = may(state, need, first(query, "topic") or "", first(query, "channel") or "",
-                          path.startswith("/channel/"))
+            topic = first(query, "topic") or ""
+            allowed = may(state, need, topic, first(query, "channel") or "", path.startswith("/channel/"))
+            if allowed and path.endswith("/settings") and ("dead_letter_topic" in query or "max_attempts" in query):
+                # dead letters will go there: the caller must be allowed to publish there too
+                template = first(query, "dead_letter_topic") or self._dead_letter_template
+                allowed = state.is_allowed(template.replace(TOPIC_PLACEHOLDER, topic), "")
         if not allowed:
             raise APIError(403, "UNAUTHORIZED")
 

@@ -4,8 +4,9 @@ A point is `earliest`, an RFC 3339 time (`2026-12-01T10:00:00Z`, fractions to th
 milliseconds, or (reset only) `latest`. Both answer JSON: the point as asked, the oldest retained message's time,
 whether the point was before it (the replay then begins there) and how many messages the replay covers; a reset
 also says how many queued messages it dropped. Errors are nsqd's shape: 400 `INVALID_START` / `INVALID_TO` for a
-point that is not one, 400 `NO_RETENTION` for a topic without retention, 400 `CHANNEL_EXISTS` for a create with a
-start of a channel that exists (a reset moves it), 404 `CHANNEL_NOT_FOUND` for a reset of a missing channel.
+point that is not one, 400 `NO_RETENTION` for a reset on a topic without retention, 400 `CHANNEL_EXISTS` for a create
+with a start of a channel that exists (a reset moves it), 404 `CHANNEL_NOT_FOUND` for a reset of a missing channel.
+On a topic without retention `/channel/create` answers as nsqd does: `start` is not one of its parameters.
 """
 
 from __future__ import annotations
@@ -24,25 +25,28 @@ from ..web.responses import APIError
 from .params import DRAINING
 
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?([Zz]|[+-]\d\d:\d\d)")
+#: the latest point in Unix ms: the end of year 9999 (a point is checked whole before anything is created)
+_LAST_MS = 253_402_300_799_999
 
 
 def parse_point(text: str, param: str, latest: bool) -> str | int:
     """EARLIEST, LATEST (when ``latest``) or a time in Unix ns; 400 INVALID_<PARAM> otherwise."""
     if text == EARLIEST or (latest and text == LATEST):
         return text
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and int(text) <= _LAST_MS:
         return int(text) * 1_000_000
-    found = _RFC3339.fullmatch(text)
+    found = _RFC3339.fullmatch(text) if text.isascii() else None
     if found is not None:
         day, clock, fraction, zone = found.groups()
-        offset = timedelta(0) if zone in "Zz" else (1 if zone[0] == "+" else -1) * timedelta(
-            hours=int(zone[1:3]), minutes=int(zone[4:6]))
         try:
+            offset = timedelta(0) if zone in "Zz" else (1 if zone[0] == "+" else -1) * timedelta(
+                hours=int(zone[1:3]), minutes=int(zone[4:6]))
             at = datetime.fromisoformat(f"{day}T{clock}").replace(tzinfo=timezone(offset))
-        except ValueError:
-            at = None
-        if at is not None:
-            return int(at.timestamp()) * 1_000_000_000 + int((fraction or "0").ljust(9, "0"))
+            seconds: int | None = int(at.timestamp())
+        except (ValueError, OverflowError, OSError):  # no such day, an offset out of range, past what Python keeps
+            seconds = None
+        if seconds is not None and seconds * 1000 <= _LAST_MS:  # after its offset, still a year Python can write
+            return seconds * 1_000_000_000 + int((fraction or "0").ljust(9, "0"))
     points = "earliest, latest, " if latest else "earliest, "
     raise APIError(400, f"INVALID_{param.upper()} - {param} must be {points}an RFC 3339 time or Unix milliseconds")
 

@@ -82,8 +82,9 @@ class Channels:
     def on_post_create(self, req: falcon.Request, resp: falcon.Response) -> dict | None:
         topic, name = self._topic_and_name(req)
         start = request_query(req).get("start")
-        if start is not None:  # beyond nsqd: a channel replaying the retained log
-            answer = replay.create_at(self.nsqd, topic, name, start[-1])
+        log = topic.retained
+        if start is not None and log is not None and log.on:  # beyond nsqd: a channel replaying the retained log
+            answer = replay.create_at(self.nsqd, topic, name, start[0])
             self.nsqd.metadata_file.settle(topic.name)
             return answer
         try:

@@ -139,7 +139,8 @@ def _create_at(opts: ReadOptions, c: _Channel, point: str | int, timeout: tuple[
     if resp.status == 400 and "CHANNEL_EXISTS" in text:
         log.info("channel %s of %s appeared before its start was applied: reading it as it is", opts.channel, c.where)
         return None
-    if resp.status == 400 and "NO_RETENTION" in text:
+    if (resp.status == 200 and not text) or (resp.status == 400 and "NO_RETENTION" in text):
+        # nsqd made a plain channel (or an older one refused): the topic's retention was switched off meanwhile
         if isinstance(point, int):
             _refuse_without_retention(opts, [c])
         return None

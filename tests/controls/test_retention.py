@@ -54,8 +54,10 @@ def test_off_by_default_no_files_and_nsqds_answers(nsqd_factory) -> None:
     reply = nsqd.request("POST", f"/channel/create?topic={topic}&channel=c")
     assert (reply.status, reply.body) == (200, b"")  # as nsqd answers, without a start
     assert nsqd.request("POST", f"/pub?topic={topic}", b"x").status == 200
-    status, body = _post(nsqd, f"/channel/create?topic={topic}&channel=r&start=earliest")
-    assert status == 400 and body["message"].startswith(f"NO_RETENTION - topic {topic} keeps no messages")
+    reply = nsqd.request("POST", f"/channel/create?topic={topic}&channel=r&start=earliest")
+    assert (reply.status, reply.body) == (200, b"")  # no retention: start is no parameter of nsqd's, as in Go
+    assert _post(nsqd, f"/channel/reset?topic={topic}&channel=r&to=earliest")[1]["message"].startswith(
+        f"NO_RETENTION - topic {topic} keeps no messages")
     assert "settings" not in nsqd.stats(topic)["topics"][0]
     nsqd.stop()
     assert not list(nsqd.data_path.glob("*.retained.*"))
@@ -111,10 +113,12 @@ def test_bad_input_is_400_and_a_missing_channel_404(nsqd_factory) -> None:
     topic = unique("bad")
     assert nsqd.request("POST", f"/channel/create?topic={topic}&channel=c").status == 404  # no topic: as nsqd
     assert nsqd.request("POST", f"/topic/create?topic={topic}").status == 200
-    for start in ("nope", "2026-13-01T00:00:00Z", "-5", "latest"):
+    for start in ("nope", "2026-13-01T00:00:00Z", "-5", "latest", "%C2%B2", "99999999999999999999",
+                  "9999-12-31T23:59:59-23:59"):
         status, body = _post(nsqd, f"/channel/create?topic={topic}&channel=c&start={start}")
         assert status == 400, start
         assert body["message"].startswith("INVALID_START - start must be earliest, an RFC 3339"), start
+    assert nsqd.stats(topic)["topics"][0]["channels"] == []  # none of them made the channel
     missing = _post(nsqd, f"/channel/reset?topic={topic}&channel=zz&to=earliest")
     assert missing == (404, {"message": "CHANNEL_NOT_FOUND"})
     assert nsqd.request("POST", f"/channel/create?topic={topic}&channel=c").status == 200
@@ -309,3 +313,17 @@ def test_a_reset_keeps_the_in_flight_records_at_the_durable_settings(nsqd_factor
     nsqd.start()
     again = _bodies(_consume(nsqd, topic, "c"))
     assert set(held) <= set(again)  # the dropped one may come back too: its ack was not synced before the kill
+
+
+def test_a_lower_max_msg_size_keeps_the_larger_retained_records(nsqd_factory) -> None:
+    nsqd = nsqd_factory("--topic-retention=1h")
+    topic = unique("bigrec")
+    assert nsqd.request("POST", f"/topic/create?topic={topic}").status == 200
+    assert nsqd.request("POST", f"/channel/create?topic={topic}&channel=c").status == 200
+    bodies = [b"a" * 5000, b"small", b"b" * 5000]
+    _mpub(nsqd, topic, bodies)
+    assert _bodies(_consume(nsqd, topic, "c")) == bodies  # FINed: only the retained log has them now
+    nsqd.stop()
+    lower = nsqd_factory("--topic-retention=1h", "--max-msg-size=1000", data_path=nsqd.data_path)
+    assert _post(lower, f"/channel/create?topic={topic}&channel=r&start=earliest")[1]["messages"] == 3
+    assert _bodies(_consume(lower, topic, "r")) == bodies

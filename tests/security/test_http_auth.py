@@ -140,6 +140,18 @@ def test_a_refused_request_does_nothing(gated: NsqdProcess) -> None:
     assert row["message_count"] == 0
 
 
+def test_a_dead_letter_topic_must_be_publishable_to_the_caller(gated: NsqdProcess) -> None:
+    """BOTH may publish only to ^t_: a dead-letter template (or the default, {topic}.dead, once max_attempts is set)
+    that sends a topic's dead letters elsewhere would let it publish where it may not."""
+    topic = "t_dlq"
+    make_channel(gated, topic)
+    target = f"/channel/settings?topic={topic}&channel=c"
+    assert call(gated, "POST", f"{target}&max_attempts=1&dead_letter_topic=x_{{topic}}", BOTH).status == 403
+    assert call(gated, "POST", f"{target}&max_attempts=1&dead_letter_topic={{topic}}.dlq", BOTH).status == 200
+    assert call(gated, "POST", f"/topic/settings?topic={topic}&dead_letter_topic=x_{{topic}}", BOTH).status == 403
+    assert call(gated, "POST", f"{target}&max_attempts=", BOTH).status == 200
+
+
 def test_a_channel_route_must_name_its_channel(gated: NsqdProcess) -> None:
     """Subscribe on a channel is asked of the channel; a channel route without one is refused, not widened."""
     assert call(gated, "POST", "/channel/empty?topic=t_x", SUB).status == 403

@@ -43,6 +43,10 @@ class Position(NamedTuple):
     seq: int
 
 
+#: records up to this size are read back, whatever --max-msg-size says now
+READ_LIMIT = 1 << 30
+
+
 class RetainedLog(AppendedFiles):
     """One topic's retained segments (``name``: the topic's); a sealed segment's descriptor is left to the next sync
     (AppendedFiles)."""
@@ -55,7 +59,9 @@ class RetainedLog(AppendedFiles):
         self._prefix = os.path.join(data_path, f"{name}.retained.")
         self._segment_bytes = segment_bytes
         self._min_size = min_size
-        self._max_size = max_size
+        #: the largest record read back: what this start's --max-msg-size allows or more, since an earlier start may
+        #: have allowed larger ones (a lower limit must not cut the segment at the first of them)
+        self._max_size = max(max_size, READ_LIMIT)
         self._acks = acks
         #: the limits in force (configure); both 0: retention is off, nothing is appended and all unpinned goes
         self.max_age = 0
