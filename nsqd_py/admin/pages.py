@@ -101,21 +101,30 @@ class Pages:
         return self._render("topic.html", "topics", lambda: self.views.topic(topic), topic=topic)
 
     def on_get_channel(self, req: falcon.Request, resp: falcon.Response, topic: str, channel: str) -> Any:
-        return self._render("channel.html", "topics", lambda: self._channel_with_messages(topic, channel),
+        show = self._may_read_messages(req)
+        return self._render("channel.html", "topics", lambda: self._channel_with_messages(topic, channel, show),
                             topic=topic, channel=channel)
 
-    def _channel_with_messages(self, topic: str, channel: str) -> dict[str, Any]:
+    def _channel_with_messages(self, topic: str, channel: str, show: bool) -> dict[str, Any]:
         """The channel view and, beyond nsqd, its first messages under `peek` (not in the JSON API's answer)."""
         data = self.views.channel(topic, channel)
-        if "channel_name" in data:
+        if show and "channel_name" in data:
             data["peek"] = self.views.channel_messages(data)
         return data
 
     def on_get_message(self, req: falcon.Request, resp: falcon.Response, topic: str, channel: str) -> Any:
         """Beyond nsqd: one message of the channel (`?node=ADDRESS&id=ID`), opened from the channel page."""
         node, msg_id = req.get_param("node") or "", req.get_param("id") or ""
+        if not self._may_read_messages(req):
+            raise APIError(403, "FORBIDDEN")
         return self._render("message.html", "topics", lambda: self.views.channel_message(topic, channel, node, msg_id),
                             topic=topic, channel=channel, node=node, msg_id=msg_id)
+
+    def _may_read_messages(self, req: falcon.Request) -> bool:
+        """Message bodies are for the admin users (--admin-user, by --acl-http-header), as the actions are: with none
+        configured, for every viewer, as every action is then."""
+        users = self.views.opts.admin_users
+        return not users or (req.get_header(self.views.opts.acl_http_header) or "") in users
 
     def on_get_nodes(self, req: falcon.Request, resp: falcon.Response) -> Any:
         return self._render("nodes.html", "nodes", self.views.nodes)

@@ -58,6 +58,25 @@ def test_channel_page_lists_the_next_messages_and_opens_one(tmp_path: Path) -> N
             nsqadmin.stop()
 
 
+@pytest.mark.process
+def test_with_admin_users_only_they_read_messages(tmp_path: Path) -> None:
+    """Bodies are for the admin users, as the actions are: another viewer sees the channel page without them."""
+    with cluster(NSQD, LOOKUPD, tmp_path) as cl:
+        nsqadmin = admin(NSQADMIN, tmp_path, f"--lookupd-http-address={cl.lookupd.http}", "--admin-user=alice",
+                         "--acl-http-header=X-User")
+        try:
+            _, peeked = request(cl.a.http, "GET", "/channel/peek?topic=t1&channel=c2&n=1")
+            link = f"/topics/t1/c2/message?node={quote(cl.a.http)}&id={peeked['messages'][0]['id']}"
+            status, page = request(nsqadmin.http, "GET", "/topics/t1/c2", headers={"X-User": "mallory"})
+            assert status == 200 and "<h2>Messages</h2>" not in page
+            assert request(nsqadmin.http, "GET", link, headers={"X-User": "mallory"})[0] == 403
+            status, page = request(nsqadmin.http, "GET", "/topics/t1/c2", headers={"X-User": "alice"})
+            assert status == 200 and "<h2>Messages</h2>" in page
+            assert request(nsqadmin.http, "GET", link, headers={"X-User": "alice"})[0] == 200
+        finally:
+            nsqadmin.stop()
+
+
 def _channel_page(**data: object) -> str:
     base = {"node": "*", "topic_name": "t", "channel_name": "ch", "depth": 0, "memory_depth": 0, "backend_depth": 0,
             "in_flight_count": 0, "deferred_count": 0, "requeue_count": 0, "timeout_count": 0, "message_count": 0,

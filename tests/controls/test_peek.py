@@ -211,3 +211,14 @@ def test_peeking_the_disk_queue_reads_nothing_off_it(nsqd_factory, tmp_path) -> 
     got = drain(again.tcp_port, topic, "c")
     assert [m.id.decode() for m in got] == [m["id"] for m in peeked] and {m.attempts for m in got} == {1}
     assert _peek(again, f"topic={topic}&channel=c&n=10") == []
+
+
+def test_a_peek_of_large_disk_records_stops_at_32_mib(nsqd_factory) -> None:
+    nsqd = nsqd_factory("--mem-queue-size=0")
+    topic = _setup(nsqd, "peekbig")
+    for i in range(40):
+        assert nsqd.request("POST", f"/pub?topic={topic}", bytes([65 + i % 26]) * 1_000_000).status == 200
+    found = _peek(nsqd, f"topic={topic}&channel=c&n=40")
+    assert len(found) == 33  # 33 records of 1 MB fit in 32 MiB, and the next would not
+    assert all(m["body_size"] == 1_000_000 and m["truncated"] for m in found)
+    assert channel_stats(nsqd, topic, "c")["depth"] == 40

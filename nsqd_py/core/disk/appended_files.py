@@ -30,6 +30,8 @@ class AppendedFiles:
         self._unsynced_fds: list[int] = []
         self._dir_dirty = False
         self._closed = False
+        self._syncing = False  # a disk thread is syncing: descriptors closed meanwhile wait for it (_close_later)
+        self._close_later: list[int] = []
 
     def _retire_fd(self) -> int | None:
         """Stop appending to the current file: the next sync makes it durable and closes it. Its descriptor."""
@@ -50,15 +52,18 @@ class AppendedFiles:
             return
         self._unsynced_fds = []
         self._dir_dirty = False
+        self._syncing = True
         try:
             run_blocking(sync_files, fds, self._data_path if sync_dir else None)
         except OSError as err:
             self._dir_dirty = self._dir_dirty or sync_dir
             raise BackendError(f"failed to sync {self._what} - {err}") from err
         finally:
-            for fd in released:
+            self._syncing = False
+            for fd in [*released, *self._close_later]:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+            self._close_later = []
 
     def sync(self) -> None:
         """sync_data, with its failure logged (for a caller that needs no answer: a topic's read position, close)."""
@@ -68,11 +73,17 @@ class AppendedFiles:
             self._log.error(f"{self._log_name}: {err}")
 
     def _close_files(self) -> None:
-        for fd in [*self._unsynced_fds, *([self._fd] if self._fd is not None else [])]:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """Close every descriptor; one a sync under way is using is closed when it returns (an EBADF would fail the
+        publishes waiting for that round)."""
+        fds = [*self._unsynced_fds, *([self._fd] if self._fd is not None else [])]
         self._unsynced_fds = []
         self._fd = None
+        if self._syncing:
+            self._close_later.extend(fds)
+            return
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def sync_files(fds: list[int], dir_path: str | None) -> None:

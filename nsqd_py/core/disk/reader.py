@@ -16,7 +16,10 @@ from nsqd_py.runtime.log import Logger
 
 from .format import LENGTH, READ_CHUNK, QueueFiles
 
-__all__ = ["DiskReader"]
+__all__ = ["PEEK_BYTES", "DiskReader"]
+
+#: the most a peek reads of a disk queue, in records' bytes (n large bodies must not fill the memory)
+PEEK_BYTES = 32 << 20
 
 
 class _Token:
@@ -136,19 +139,21 @@ class DiskReader:
         found: list[bytes] = []
         if self._closed:
             return found
+        budget = PEEK_BYTES
         for num in range(self._rfile, self._wfile + 1):
-            if len(found) >= limit:
+            if len(found) >= limit or budget <= 0:
                 break
             pos = self._rpos if num == self._rfile else 0
-            self._peek_file(num, pos, limit, found)
+            budget = self._peek_file(num, pos, limit, found, budget)
         return found
 
-    def _peek_file(self, num: int, pos: int, limit: int, found: list[bytes]) -> None:
-        """The records of data file ``num`` from ``pos`` on, appended to ``found`` until it holds ``limit``."""
+    def _peek_file(self, num: int, pos: int, limit: int, found: list[bytes], budget: int) -> int:
+        """The records of data file ``num`` from ``pos`` on, appended to ``found`` until it holds ``limit`` or they
+        pass ``budget`` bytes (the first one always comes); the budget left."""
         try:
             fd = os.open(self._files.data_file(num), os.O_RDONLY)
         except OSError:
-            return
+            return budget
         try:
             end = self._wpos if num == self._wfile else os.fstat(fd).st_size
             buf = b""
@@ -158,18 +163,22 @@ class DiskReader:
                 if off + 4 > len(buf):
                     buf, buf_pos, off = os.pread(fd, max(4, min(READ_CHUNK, end - pos)), pos), pos, 0
                     if len(buf) < 4:
-                        return
+                        return budget
                 (size,) = LENGTH.unpack_from(buf, off)
                 if size < self._min_size or size > self._max_size or pos + 4 + size > end:
-                    return
+                    return budget
+                if found and size > budget:
+                    return 0
                 if off + 4 + size > len(buf):
                     buf, buf_pos, off = os.pread(fd, max(4 + size, min(READ_CHUNK, end - pos)), pos), pos, 0
                     if len(buf) < 4 + size:
-                        return
+                        return budget
                 found.append(buf[off + 4:off + 4 + size])
+                budget -= size
                 pos += 4 + size
+            return budget
         except OSError:
-            return
+            return budget
         finally:
             os.close(fd)
 
