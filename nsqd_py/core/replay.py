@@ -9,9 +9,10 @@ it and the channel holds a batch or two, in memory at the default `--mem-queue-s
 replay still reads (RetainedLog.pin).
 
 After each batch the replay's cursor is written to ``TOPIC.retained.replay.CHANNEL.dat`` (at `--sync-every=1` once
-the batch is on disk in the channel's queue, and fsynced): a restart resumes from it. A clean shutdown flushes the
-channel's memory to its disk queue, so it resumes exactly; after a crash at the durable settings, at most the one
-batch whose cursor had not been written comes again; at the others the channel's memory is lost as any is.
+the batch is on the channel's disk queue when that is where it went - at `--mem-queue-size=0` - and fsynced): a
+restart resumes from it. A clean shutdown flushes the channel's memory to its disk queue, so it resumes exactly;
+after a crash at the durable settings, at most the one batch whose cursor had not been written comes again; at the
+others the channel's memory is lost as any is.
 """
 
 from __future__ import annotations

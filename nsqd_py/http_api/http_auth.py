@@ -8,7 +8,9 @@ and its authorizations are matched as TCP matches them (`AuthState.is_allowed`).
 
 What a path needs is its row in `RULES`; a path without one (`/config/...`, an unknown path, a route added
 later) needs the `--http-admin-identity`. A topic and channel are read from the query as the handlers read them
-(the first `topic=` and `channel=`); a query Go cannot parse names neither (the handler answers it 400).
+(the first `topic=` and `channel=`); a query Go cannot parse names neither, so it is refused here (403) unless the
+path needs nothing of a topic. A settings change that sets `dead_letter_topic` or `max_attempts` also needs publish on
+the dead-letter topic it sends messages to.
 """
 
 from __future__ import annotations
