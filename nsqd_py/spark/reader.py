@@ -102,6 +102,9 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: batches planned since prepareForTriggerAvailableNow (with an endingTimestamp before the start, one of them
         #: reading nothing ends the query)
         self._available_now_batches: set[int] = set()
+        #: their slices' quotas, and the last batch planned before an nsqd restart made the counts useless
+        self._quotas: dict[int, dict[str, int]] = {}
+        self._counts_lost_at: int | None = None
         #: availableNow's survey just before its cutoff, by (topic, nsqd)
         self._snapshot: dict[tuple[str, str], ChannelState] | None = None
         #: availableNow ends when the snapshot's messages are gone by /stats' count (False: endingTimestamp before it)
@@ -204,6 +207,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._planning_store(store, start).plan(batch + 1, [s.name for s in slices])  # before Spark logs the offset
         if self.cutoff_ns is not None:
             self._available_now_batches.add(batch + 1)
+            self._quotas[batch + 1] = {s.name: s.quota for s in slices}
         self._last_plan = (start, end)
         return end
 
@@ -267,6 +271,7 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._survey.states
         while True:
             self._survey = survey(self.opts, strict=True)
+            self._check_counts(batch)
             if self._available_now_finished(store, batch):
                 self._warn_left_paused()
                 return []
@@ -276,6 +281,26 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.info("availableNow waits for %d messages from before its start, in flight or deferred",
                      sum(self._deliverable_before_cutoff(s) for s in states))
             time.sleep(_WAIT_INTERVAL)
+
+    def _check_counts(self, batch: int) -> None:
+        """An nsqd restarted since availableNow's snapshot (or a channel deleted and made again) counts the messages
+        that enter its channels from 0 again, so its pending ones from before the start can no longer be told from
+        the newer ones by count (it would wait for the newer ones forever). The run then ends at the first batch
+        planned after ``batch`` that reads nothing while each of its tasks handed back at least its quota of newer
+        messages: it saw all it was planned for, so no older message waits behind the newer ones (a task whose RDY
+        filled with newer messages hands back fewer, and the next batch reads on). What is pre-start and in flight
+        elsewhere or deferred at that moment is left for a later run, as a paused channel's messages are."""
+        if not self._by_count:
+            return
+        snapshot = self._snapshot or {}
+        restarted = sorted({s.nsqd for s in self._survey.states if s.key in snapshot
+                            and (s.started != snapshot[s.key].started or s.entered < snapshot[s.key].entered)})
+        if restarted:
+            log.warning("availableNow: nsqd %s restarted since the run began, so its counts no longer tell the "
+                        "messages from before the start from the newer ones: the run ends at its first batch that "
+                        "reads none from before the start", ", ".join(restarted))
+            self._by_count = False
+            self._counts_lost_at = batch
 
     def _before_cutoff(self, state: ChannelState) -> int:
         """Messages from before availableNow's snapshot still pending in the channel (none in a channel the snapshot
@@ -305,8 +330,17 @@ class NSQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return not any(self._deliverable_before_cutoff(s) for s in self._survey.states)
         if batch not in self._available_now_batches:
             return False
+        lost_at = self._counts_lost_at
+        if lost_at is not None and batch <= lost_at:
+            return False
         rows = self._committed_rows.get(batch)
-        return (store.batch_rows(batch) if rows is None else rows) == 0
+        if (store.batch_rows(batch) if rows is None else rows) != 0:
+            return False
+        if lost_at is None:
+            return True
+        quotas = self._quotas.get(batch, {})
+        ends = self._ends(store, batch)
+        return all(ends.get(name, {}).get("handedBack", 0) >= quota for name, quota in quotas.items())
 
     def _waits_for_more(self, available: int, start: dict) -> bool:
         """minOffsetsPerTrigger: fewer rows wait, until maxTriggerDelay after the last batch was planned, as its
