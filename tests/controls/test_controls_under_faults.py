@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pytest
 
-from nsqd_py.client.protocol import mpub_body
 from tests.persistence import test_power_loss as power_loss
 from tests.persistence.test_durable_soak import FLAGS as SOAK_FLAGS
 from tests.persistence.test_durable_soak import Load
@@ -145,32 +144,13 @@ class ControlsLoad(Load):
     """The soak's Load (two TCP publishers, one HTTP publisher, one consumer on c), its TCP publishers sending DPUBs
     with short delays among the PUBs and MPUBs, and its consumer answering by ``_main_policy``."""
 
+    mpub_size = 10
+    dpub_delay_ms = staticmethod(lambda i: 100 + (i * 37) % 700)
+    pause = 0.005  # small counts: the final drain stays short
+
     def __init__(self, proc: NsqdProcess, tag: str, acknowledged: list[bytes], main: Ledger) -> None:
         self.main = main  # before Load starts the threads
         super().__init__(proc, tag, acknowledged, set())
-
-    def _tcp(self, n: int) -> None:
-        try:
-            conn = RawConn(self.proc.tcp_port)
-            for i in itertools.count():
-                if self._stop.is_set():
-                    return
-                kind = i % 4
-                if kind == 0:
-                    batch = [f"{self.tag}-tcp{n}-{i}-{j}".encode() for j in range(10)]
-                    conn.send(f"MPUB {TOPIC}", mpub_body(batch))
-                elif kind == 2:
-                    batch = [f"{self.tag}-tcp{n}-{i}-d".encode()]
-                    conn.send(f"DPUB {TOPIC} {100 + (i * 37) % 700}", batch[0])
-                else:
-                    batch = [f"{self.tag}-tcp{n}-{i}".encode()]
-                    conn.send(f"PUB {TOPIC}", batch[0])
-                if conn.frame() != (FRAME_RESPONSE, b"OK"):
-                    return
-                self.acknowledged.extend(batch)
-                time.sleep(0.005)  # small counts: the final drain stays short
-        except (OSError, ConnectionError, struct.error):
-            return
 
     def _consume(self, n: int) -> None:
         consume(self.proc.tcp_port, MAIN, _main_policy, self.main, self._stop)

@@ -31,7 +31,6 @@ from pathlib import Path
 
 import pytest
 
-from nsqd_py.client.protocol import mpub_body
 from tests.persistence import test_power_loss as power_loss
 from tests.persistence.test_durable_soak import Load
 from tests.persistence.test_power_loss import NsqdOnMount, PowerLossMount
@@ -55,6 +54,10 @@ class RetentionLoad(Load):
     PUB, MPUB and DPUB (short delays), a little slower (small counts: the final replay stays short); the consumer
     keeps the id and timestamp of each delivery."""
 
+    mpub_size = 20
+    dpub_delay_ms = staticmethod(lambda i: 50 + (i * 37) % 300)
+    pause = 0.003
+
     def __init__(self, proc: NsqdProcess, tag: str, acknowledged: list[bytes], finished: set[bytes],
                  delivered: dict[bytes, tuple[bytes, int]], mid: Counter[bytes] | None = None) -> None:
         self.delivered = delivered  # before Load starts the threads
@@ -63,29 +66,6 @@ class RetentionLoad(Load):
             thread = threading.Thread(target=self._consume_mid, args=(mid,), daemon=True)
             self._threads.append(thread)
             thread.start()
-
-    def _tcp(self, n: int) -> None:
-        try:
-            conn = RawConn(self.proc.tcp_port)
-            for i in itertools.count():
-                if self._stop.is_set():
-                    return
-                kind = i % 4
-                if kind == 0:
-                    batch = [f"{self.tag}-tcp{n}-{i}-{j}".encode() for j in range(20)]
-                    conn.send(f"MPUB {TOPIC}", mpub_body(batch))
-                elif kind == 2:
-                    batch = [f"{self.tag}-tcp{n}-{i}-d".encode()]
-                    conn.send(f"DPUB {TOPIC} {50 + (i * 37) % 300}", batch[0])
-                else:
-                    batch = [f"{self.tag}-tcp{n}-{i}".encode()]
-                    conn.send(f"PUB {TOPIC}", batch[0])
-                if conn.frame() != (FRAME_RESPONSE, b"OK"):
-                    return
-                self.acknowledged.extend(batch)
-                time.sleep(0.003)
-        except (OSError, ConnectionError, struct.error):
-            return
 
     def _consume(self, n: int) -> None:
         try:

@@ -27,7 +27,14 @@ pytestmark = pytest.mark.slow
 
 
 class Load:
-    """Producers and one consumer against one nsqd, until stop(); what got OK and what was FINed is kept."""
+    """Producers and one consumer against one nsqd, until stop(); what got OK and what was FINed is kept.
+
+    Each TCP publisher sends PUB and MPUB of ``mpub_size`` in turn; a subclass with ``dpub_delay_ms`` (the delay of
+    the i-th command) sends every fourth as a DPUB instead, and pauses ``pause`` seconds after each OK."""
+
+    mpub_size = 50
+    dpub_delay_ms: Callable[[int], int] | None = None
+    pause = 0.0
 
     def __init__(self, proc: NsqdProcess, tag: str, acknowledged: list[bytes], finished: set[bytes]) -> None:
         self.proc, self.tag = proc, tag
@@ -52,12 +59,17 @@ class Load:
                 if i % 2:
                     batch = [f"{self.tag}-tcp{n}-{i}".encode()]
                     conn.send("PUB soak", batch[0])
+                elif self.dpub_delay_ms is not None and i % 4 == 2:
+                    batch = [f"{self.tag}-tcp{n}-{i}-d".encode()]
+                    conn.send(f"DPUB soak {self.dpub_delay_ms(i)}", batch[0])
                 else:
-                    batch = [f"{self.tag}-tcp{n}-{i}-{j}".encode() for j in range(50)]
+                    batch = [f"{self.tag}-tcp{n}-{i}-{j}".encode() for j in range(self.mpub_size)]
                     conn.send("MPUB soak", mpub_body(batch))
                 if conn.frame() != (FRAME_RESPONSE, b"OK"):
                     return
                 self.acknowledged.extend(batch)
+                if self.pause:
+                    time.sleep(self.pause)
         except (OSError, ConnectionError, struct.error):
             return
 
