@@ -77,13 +77,13 @@ def send_case(port: int, data: bytes, rng: random.Random, prefix: bytes = b"") -
 
 def assert_serves(nsqd: NsqdProcess, case: str) -> None:
     assert nsqd.proc is not None and nsqd.proc.poll() is None, f"nsqd died on {case}"
-    conn = RawConn(nsqd.tcp_port, timeout=1)
+    conn = RawConn(nsqd.tcp_port, timeout=5)  # that it serves, not how fast: the suite loads the machine
     try:
         conn.send("PUB fuzz_probe", b"x")
         assert conn.frame() == (0, b"OK"), case
     finally:
         conn.close()
-    with socket.create_connection(("127.0.0.1", nsqd.http_port), timeout=1) as sock:
+    with socket.create_connection(("127.0.0.1", nsqd.http_port), timeout=5) as sock:
         sock.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK"), case
 
@@ -120,6 +120,8 @@ def tcp_corpus() -> list[bytes]:
 def fuzz_nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsqdProcess]:
     proc = NsqdProcess(tmp_path_factory.mktemp("fuzz"), "--max-msg-size=4096", "--max-body-size=65536",
                        "--mem-queue-size=100").start()
+    # the probe's topic exists before the first probe: its PUB never waits for nsqd.dat's fsync on a busy disk
+    assert proc.request("POST", "/topic/create?topic=fuzz_probe").status == 200
     yield proc
     proc.stop()
 
