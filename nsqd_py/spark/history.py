@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,9 +30,8 @@ from typing import Any
 from ..client.errors import HTTPError
 from . import nsqd_http
 from .connect import ConnectionConfigError
-from .discovery import parallel
 from .options import OptionError, ReadOptions
-from .planner import _Node, _targets, _unreachable
+from .planner import _Node, ask_every_nsqd
 from .slices import DataLossError
 
 log = logging.getLogger(__name__)
@@ -165,19 +163,8 @@ def _rfc3339(ns: int) -> str:
 def _channels(opts: ReadOptions, strict: bool) -> list[_Channel]:
     """Every subscribed topic on every nsqd, with whether it retains and whether the channel exists (a missing
     topic is created, as the survey would: it may retain by nsqd's default)."""
-    deadline = time.monotonic() + opts.connect.connect_timeout
-    timeout = (min(2.0, opts.connect.connect_timeout), opts.connect.connect_timeout)
-    pattern = re.compile(opts.subscribe_pattern) if opts.subscribe_pattern else None
-    targets, unreachable = _targets(opts, pattern, deadline, timeout)
-    calls = {node: _node_call(node, topics, pattern, opts, timeout) for node, topics in targets.items()}
-    answers, errors = parallel(calls, deadline)
-    for node, err in errors.items():
-        if isinstance(err, OptionError | ConnectionConfigError):
-            raise err
-        unreachable[node.tcp] = f"nsqd {node.tcp} (HTTP {node.http}): {err}"
-    if unreachable:
-        _unreachable(unreachable, strict)
-    return sorted((c for found in answers.values() for c in found), key=lambda c: (c.topic, c.node.tcp))
+    found, _ = ask_every_nsqd(opts, strict, _node_call)
+    return sorted(found, key=lambda c: (c.topic, c.node.tcp))
 
 
 def _node_call(node: _Node, topics: set[str] | None, pattern: re.Pattern[str] | None, opts: ReadOptions,

@@ -20,7 +20,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..client.connection import split_address
 from ..client.errors import HTTPError
@@ -30,6 +30,8 @@ from .connect import ConnectionConfigError
 from .discovery import lookup_nodes, parallel
 from .options import ConnectOptions, OptionError, ReadOptions
 from .slices import SliceSpec
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -118,15 +120,23 @@ class _Node:
 
 
 def survey(opts: ReadOptions, strict: bool) -> Survey:
-    """Every nsqd's state of the channel for each subscribed topic, asked all at once within connect_timeout. One
-    that does not answer is skipped with a warning, or (``strict``) raises UnreachableError; an nsqd whose TCP port
-    answers but whose guessed HTTP port does not raises OptionError, and one that refuses the TLS settings (or needs
-    `tls`) raises ConnectionConfigError (or OptionError): the HTTP calls use the reads' TLS settings (nsqd_http.py)."""
+    """Every nsqd's state of the channel for each subscribed topic (see ask_every_nsqd)."""
+    found, unreachable = ask_every_nsqd(opts, strict, _node_call)
+    return Survey(sorted(found, key=lambda s: s.key), sorted(unreachable))
+
+
+def ask_every_nsqd(opts: ReadOptions, strict: bool, node_call: Callable[..., Callable[[], list[T]]],
+                   ) -> tuple[list[T], dict[str, str]]:
+    """``node_call(node, its topics or None for the pattern's, the pattern, opts, timeouts)``'s answers of every nsqd
+    of the subscription, asked all at once within connect_timeout, and the nsqd that did not answer. One that does
+    not answer is skipped with a warning, or (``strict``) raises UnreachableError; an nsqd whose TCP port answers
+    but whose guessed HTTP port does not raises OptionError, and one that refuses the TLS settings (or needs `tls`)
+    raises ConnectionConfigError (or OptionError): the HTTP calls use the reads' TLS settings (nsqd_http.py)."""
     deadline = time.monotonic() + opts.connect.connect_timeout
     timeout = (min(2.0, opts.connect.connect_timeout), opts.connect.connect_timeout)
     pattern = re.compile(opts.subscribe_pattern) if opts.subscribe_pattern else None
     targets, unreachable = _targets(opts, pattern, deadline, timeout)
-    calls = {node: _node_call(node, topics, pattern, opts, timeout) for node, topics in targets.items()}
+    calls = {node: node_call(node, topics, pattern, opts, timeout) for node, topics in targets.items()}
     answers, errors = parallel(calls, deadline)
     for node, err in errors.items():
         if isinstance(err, OptionError | ConnectionConfigError):  # no trigger fixes it: fail the query now
@@ -134,8 +144,7 @@ def survey(opts: ReadOptions, strict: bool) -> Survey:
         unreachable[node.tcp] = f"nsqd {node.tcp} (HTTP {node.http}): {err}"
     if unreachable:
         _unreachable(unreachable, strict)
-    states = sorted((s for found in answers.values() for s in found), key=lambda s: s.key)
-    return Survey(states, sorted(unreachable))
+    return [item for found in answers.values() for item in found], unreachable
 
 
 def _unreachable(errors: dict[str, str], strict: bool) -> None:

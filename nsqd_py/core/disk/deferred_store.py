@@ -30,7 +30,8 @@ from nsqd_py.runtime.log import Logger
 
 from ..errors import BackendError
 from .acks import Acks
-from .appended_files import AppendedFiles, sync_files
+from .appended_files import AppendedFiles
+from .persist import replace_file
 
 __all__ = ["DeferredStore"]
 
@@ -219,21 +220,9 @@ class DeferredStore(AppendedFiles):
     def _replace_base(self, generation: int, data: bytes) -> None:
         """On a disk thread: write the base whole, rename it into place, make the rename durable, and only then
         remove the older files (a crash before that leaves them, and a load starts from the older base)."""
-        path = self._path(generation, "base")
-        tmp = f"{path}.tmp"
         if generation < self._floor:
             return
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            written = 0
-            while written < len(data):
-                written += os.write(fd, view[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        sync_files([], self._data_path)
+        replace_file(self._path(generation, "base"), data, sync_dir=True)
         bases, logs = self._generations()
         for older in bases | logs:
             if older < generation:
