@@ -44,6 +44,7 @@ $(STAMP): $(BIN)/python pyproject.toml setup.cfg setup.py $(COMPILED)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires']))")
 	$(WITH_CCACHE) $(BIN)/pip install -q --no-build-isolation -e '.[test]'
+	$(BIN)/nsq-spark-precompile
 	touch $(STAMP)
 
 # An sdist and a wheel in $(DIST): the wheel is compiled with mypyc where a C compiler is present (pure Python

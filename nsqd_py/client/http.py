@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import requests
-
 from ..go.gocompat import NSQ_ACCEPT, join_host_port
 from ..wire.http_auth import bearer_headers
 from .errors import HTTPError
@@ -24,6 +22,8 @@ def get_json(url: str, params: dict[str, str] | None = None, timeout: tuple[floa
              auth_secret: str = "") -> dict[str, Any]:
     """GET and decode a V1 JSON reply (a pre-1.0 `{"status_code", "data"}` envelope is unwrapped); ``auth_secret``
     goes as `Authorization: Bearer` (nsqd's --http-auth-required, beyond nsqd)."""
+    import requests  # here: its 0.08 s import would be paid by every Spark process that imports the connector
+
     headers = {"Accept": NSQ_ACCEPT, **bearer_headers(auth_secret)}
     try:
         resp = requests.get(url, params=params, headers=headers, timeout=timeout)
