@@ -4,7 +4,8 @@ Spark starts its Python processes (on the driver, one per streaming query that r
 per schema or plan lookup; on each executor, the worker daemon) with `$SPARK_HOME/python/lib/pyspark.zip` first on
 PYTHONPATH. The zip holds sources only, and zipimport caches no bytecode, so every one of those processes compiles
 pyspark before it runs anything: about a second of CPU, paid by each streaming query at its start
-(docs/benchmarks.md). With a `.pyc` beside each `.py` in the zip, zipimport loads that instead. The bytecode is
+(docs/benchmarks.md). With a `.pyc` beside each `.py` in the zip (not in its `tests/` packages), zipimport loads
+that instead. The bytecode is
 checked against its source's hash on import, so a zip edited later still imports its sources; a Python of another
 version ignores it (another magic number) and compiles as before.
 """
@@ -36,7 +37,8 @@ def pyc_bytes(source: bytes, name: str) -> bytes:
 
 def precompile(zip_path: Path) -> int:
     """Rewrite ``zip_path`` with the bytecode of each of its modules beside it (atomically); the modules compiled.
-    A module that does not compile (a Python 2 leftover) keeps its source alone."""
+    A module that does not compile (a Python 2 leftover) keeps its source alone, and so do test modules: every
+    Python process Spark starts reads the zip's directory, twice, in pure Python."""
     compiled = 0
     with zipfile.ZipFile(zip_path) as old:
         fd, tmp = tempfile.mkstemp(dir=zip_path.parent, prefix=f".{zip_path.name}.")
@@ -46,8 +48,8 @@ def precompile(zip_path: Path) -> int:
                     continue  # an earlier run's, made again below
                 data = old.read(info)
                 new.writestr(info, data)
-                if not info.filename.endswith(".py"):
-                    continue
+                if not info.filename.endswith(".py") or "/tests/" in info.filename:
+                    continue  # pyspark's own tests (930 of its 1286 modules) would double the zip's directory
                 try:
                     pyc = pyc_bytes(data, os.path.join(zip_path, info.filename))  # as zipimport names it
                 except SyntaxError:

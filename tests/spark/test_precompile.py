@@ -59,14 +59,15 @@ def test_spark_loads_pyspark_bytecode_on_the_driver_and_the_executors(spark: Spa
 def test_a_module_loads_its_bytecode_until_its_source_changes(tmp_path: Path) -> None:
     archive = tmp_path / "lib.zip"
     write_zip(archive, {"pkg/__init__.py": "", "pkg/mod.py": "X = 1\n", "pkg/old.py": "print 'python 2'\n",
-                        "pkg/data.txt": "kept"})
+                        "pkg/data.txt": "kept", "pkg/tests/test_mod.py": "X = 3\n"})
     assert import_from(archive, "pkg.mod") == [f"{archive}/pkg/mod.py", "1"]
 
-    assert precompile(archive) == 2  # pkg/__init__ and pkg/mod; old.py does not compile and keeps its source alone
+    # pkg/__init__ and pkg/mod; old.py does not compile, and tests are not worth a larger directory
+    assert precompile(archive) == 2
     assert import_from(archive, "pkg.mod") == [f"{archive}/pkg/mod.pyc", "1"]
     with zipfile.ZipFile(archive) as done:
         assert sorted(done.namelist()) == ["pkg/__init__.py", "pkg/__init__.pyc", "pkg/data.txt", "pkg/mod.py",
-                                           "pkg/mod.pyc", "pkg/old.py"]
+                                           "pkg/mod.pyc", "pkg/old.py", "pkg/tests/test_mod.py"]
         assert done.read("pkg/data.txt") == b"kept"
         stale = done.read("pkg/mod.pyc")
 
