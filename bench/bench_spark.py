@@ -13,7 +13,9 @@ by date/hour) with --available-now. Sink: spark.range(--messages) as --size-byte
 then check the topic depth. Live (only with --only live): the events query on its processing-time trigger while --rate
 events/s are published for --duration seconds, with the lag every second. Prints a table; --json prints the
 numbers; --only picks some. Bare (only with --only bare): the source at its defaults against a bare subscription
-(bench_reader.py, one connection at RDY 2500) of the same messages, alternating, after a cold first query.
+(bench_reader.py, one connection at RDY 2500) of the same messages, alternating, after a cold first query, with
+the CPU each spent per row by process (Spark's JVM, the Python processes it started, nsqd, the bench's driver,
+bench_reader.py), counted from the publish's end to the read's.
 
     .venv/bin/python bench/bench_spark.py --messages 200000 --size 200
 """
@@ -32,6 +34,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import requests
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -69,6 +72,35 @@ def depth(http: str, topic: str) -> int:
     stats = nsqd_stats(http, topic, include_clients=False)
     return sum(t["depth"] + sum(c["depth"] + c["in_flight_count"] for c in t["channels"] or [])
                for t in stats["topics"] or [])
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds so far by process: Spark's JVM, the Python processes it started (those still running and those it
+    has reaped, such as a query's source runner), nsqd, this driver (py4j included) and the processes it has reaped
+    (bench_reader.py)."""
+    me = psutil.Process()
+    mine = me.cpu_times()
+    seconds = {"jvm": 0.0, "python_workers": 0.0, "nsqd": 0.0, "driver": mine.user + mine.system,
+               "bench_reader": mine.children_user + mine.children_system}
+    for proc in me.children(recursive=True):
+        try:
+            times, cmdline, parents = proc.cpu_times(), proc.cmdline(), proc.parents()
+        except psutil.Error:  # ended meanwhile: its parent's reaped time has it
+            continue
+        if proc.name() == "java":
+            seconds["jvm"] += times.user + times.system
+            seconds["python_workers"] += times.children_user + times.children_system
+        elif any(parent.name() == "java" for parent in parents):
+            seconds["python_workers"] += times.user + times.system + times.children_user + times.children_system
+        elif any(part.endswith("/nsqd") for part in cmdline[:2]):
+            seconds["nsqd"] += times.user + times.system
+    return seconds
+
+
+def cpu_per_row(before: dict[str, float], rows: int) -> dict[str, float]:
+    """µs of CPU per row by process since ``before`` (cpu_seconds())."""
+    after = cpu_seconds()
+    return {name: (after[name] - before[name]) * 1e6 / max(1, rows) for name in after}
 
 
 def publish(tcp: str, topic: str, bodies: list[bytes]) -> None:
@@ -109,6 +141,7 @@ def read_source(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[st
     for tcp, _ in nodes:
         publish(tcp, topic, [b"x" * a.size] * share)
     with tempfile.TemporaryDirectory() as work:
+        cpu = cpu_seconds()
         started = time.perf_counter()
         query = (spark.readStream.format("nsq").option("topic", topic).option("channel", "bench")
                  .option("nsqdTcpAddresses", ",".join(tcp for tcp, _ in nodes))
@@ -118,6 +151,7 @@ def read_source(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[st
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         result = batch_stats(query, time.perf_counter() - started, a.verbose)
+        result["cpu_us_per_row"] = cpu_per_row(cpu, result["rows"])
     return {**result, "left_in_nsqd": sum(depth(http, topic) for _, http in nodes)}
 
 
@@ -228,6 +262,7 @@ def read_bare(a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
     tcp, http = nodes[0]
     topic = f"spark_bench_bare_{os.getpid()}_{time.monotonic_ns()}"
     publish(tcp, topic, [b"x" * a.size] * a.messages)
+    cpu = cpu_seconds()
     started = time.perf_counter()
     out = subprocess.run([sys.executable, str(Path(__file__).parent / "bench_reader.py"), f"--nsqd-tcp-address={tcp}",
                           f"--topic={topic}", "--channel=bench", "--procs=1", "--rdy=2500", f"--size={a.size}",
@@ -236,7 +271,8 @@ def read_bare(a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
     seconds = time.perf_counter() - started
     summary = json.loads(out)
     return {"rows": summary["msgs"], "seconds": seconds, "rows_per_s": summary["msgs"] / seconds,
-            "rows_per_s_subscribed": summary["msgs_per_s"], "left_in_nsqd": depth(http, topic)}
+            "rows_per_s_subscribed": summary["msgs_per_s"], "left_in_nsqd": depth(http, topic),
+            "cpu_us_per_row": cpu_per_row(cpu, summary["msgs"])}
 
 
 def bench_bare(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
@@ -259,14 +295,19 @@ def print_read(label: str, r: dict) -> None:
           f"{r['rows_per_s_after_first']:.0f} after the first; {r['left_in_nsqd']} left in nsqd)")
 
 
+def cpu_line(r: dict) -> str:
+    return ", ".join(f"{name} {us:.1f}" for name, us in r["cpu_us_per_row"].items() if us >= 0.05)
+
+
 def print_versus_bare(rounds: dict[str, list[dict]]) -> None:
     for bare, source in zip(rounds["bare"], rounds["source"], strict=True):
         print(f"bare subscription: {bare['rows']:>8} rows in {bare['seconds']:6.1f} s = {bare['rows_per_s']:9.0f} "
               f"rows/s ({bare['rows_per_s_subscribed']:.0f} once subscribed); source at defaults "
               f"{source['rows_per_s']:.0f} rows/s: {source['rows_per_s'] / bare['rows_per_s']:.2f}x")
+        print(f"  CPU µs per row: bare: {cpu_line(bare)}; source: {cpu_line(source)}")
     cold, bare_median = rounds["source, cold"][0], statistics.median(r["rows_per_s"] for r in rounds["bare"])
     print(f"source, cold (the session's first query): {cold['rows_per_s']:.0f} rows/s = "
-          f"{cold['rows_per_s'] / bare_median:.2f}x the bare median")
+          f"{cold['rows_per_s'] / bare_median:.2f}x the bare median; CPU µs per row: {cpu_line(cold)}")
 
 
 def main() -> None:
