@@ -20,6 +20,10 @@ from tests.support import FRAME_MESSAGE, FRAME_RESPONSE, NsqdProcess, RawConn, d
 FS = Path(__file__).with_name("powerloss_fs.py")
 DURABLE = ("--mem-queue-size=0", "--sync-every=1")
 ROUNDS = 4
+#: crashes go on past ROUNDS, up to this many, while none has caught a write before its fsync: whether one does
+#: depends on the moment of the kill (a fresh 2-core machine running the I/O-worker suite beside the pure one once
+#: had four rounds without)
+MAX_ROUNDS = 8
 
 pytestmark = [pytest.mark.process, pytest.mark.slow,
               pytest.mark.skipif(not Path("/dev/fuse").exists(), reason="no /dev/fuse on this machine")]
@@ -115,7 +119,8 @@ def test_power_loss_under_load_loses_nothing_acknowledged(fuse_mount: PowerLossM
     data.mkdir()
     acknowledged: set[bytes] = set()
     consumed: set[bytes] = set()
-    for round_no in range(ROUNDS):
+    round_no = 0
+    while round_no < ROUNDS or (round_no < MAX_ROUNDS and sum(fuse_mount.dropped()) == 0):
         nsqd = NsqdOnMount(tmp_path / f"log{round_no}", data)
         nsqd.start()
         if round_no == 0:
@@ -133,6 +138,7 @@ def test_power_loss_under_load_loses_nothing_acknowledged(fuse_mount: PowerLossM
             worker.join(10)
         fuse_mount.power_loss()
         fuse_mount.mount()
+        round_no += 1
     nsqd = NsqdOnMount(tmp_path / "final", data)
     nsqd.start()
     try:
@@ -141,5 +147,5 @@ def test_power_loss_under_load_loses_nothing_acknowledged(fuse_mount: PowerLossM
         nsqd.stop()
     lost = acknowledged - consumed - got
     assert len(acknowledged) > 100 * ROUNDS, "too little load to tell"
-    assert sum(fuse_mount.dropped()) > 0, "no unsynced write was ever dropped: the crash tested nothing"
+    assert sum(fuse_mount.dropped()) > 0, f"no unsynced write was dropped in {round_no} crashes: they tested nothing"
     assert not lost, f"{len(lost)} of {len(acknowledged)} acknowledged messages lost, e.g. {sorted(lost)[:5]}"
