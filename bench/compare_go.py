@@ -11,6 +11,10 @@ Per workload: throughput, and the server's CPU per message (utime+stime from /pr
 2-core shared machine disturbs far less than wall-clock rates. HTTP /pub uses wrk (`make bench-deps`) when
 installed. The machine's load average is printed with the table.
 
+The fan-out rows feed one topic's 1 or 8 channels live: one bench_reader per channel, subscribed half a second
+before bench_writer starts, each reading for --runfor from its own start; their rates summed are the messages
+delivered per second.
+
 The "durable" rows run both servers with ``--mem-queue-size=0 --sync-every=1`` (every OK after its fsync, issue 22):
 MPUB with bench_writer, single-message PUB from 32 connections (each waits for its OK; driven from this process),
 HTTP /pub with wrk -c32, and consume; the plain rows of the same workloads give our non-durable rate for scale.
@@ -171,10 +175,18 @@ class Load:
         return _ops(out.stdout + out.stderr)
 
     def read(self, server: Server, seconds: float) -> float:
-        out = subprocess.run([*self._cmd("bench_reader"), f"--nsqd-tcp-address=127.0.0.1:{server.tcp}",
-                              f"--runfor={seconds}s", "--size=200", "--channel=ch"],
-                             capture_output=True, text=True, timeout=seconds + 120)
-        return _ops(out.stdout + out.stderr)
+        return self.reading(server, seconds)()
+
+    def reading(self, server: Server, seconds: float, channel: str = "ch") -> Callable[[], float]:
+        """A bench_reader started on ``channel``; the call waits for its end and gives its ops/s."""
+        proc = subprocess.Popen([*self._cmd("bench_reader"), f"--nsqd-tcp-address=127.0.0.1:{server.tcp}",
+                                 f"--runfor={seconds}s", "--size=200", f"--channel={channel}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        def finished() -> float:
+            out, _ = proc.communicate(timeout=seconds + 120)
+            return _ops(out)
+        return finished
 
 
 def _ops(text: str) -> float:
@@ -214,6 +226,28 @@ def consume(binary: Path, load: Load, memq: int, *flags: str) -> Result:
         rate = load.read(server, seconds)
         used = server.cpu() - before
         return Result(rate, used / (rate * seconds) * 1e6, broker_share=server.broker_share())
+    finally:
+        server.stop()
+
+
+def fan_out(binary: Path, load: Load, channels: int) -> Result:
+    """One topic feeding ``channels`` channels live: one bench_reader per channel, subscribed first, while
+    bench_writer publishes (MPUB 200); the row's rate is messages delivered per second over all channels, its CPU per
+    delivered message."""
+    server = Server(binary, "--mem-queue-size=1000000")
+    try:
+        server.post("/topic/create?topic=sub_bench")
+        names = [f"ch{i}" for i in range(channels)]
+        for name in names:
+            server.post(f"/channel/create?topic=sub_bench&channel={name}")
+        before = server.cpu()
+        readers = [load.reading(server, load.runfor, name) for name in names]
+        time.sleep(0.5)  # every reader subscribed before the first message
+        published = load.write(server, load.runfor)
+        delivered = sum(reader() for reader in readers)
+        used = server.cpu() - before
+        return Result(delivered, used / (delivered * load.runfor) * 1e6, f"(published {published:.0f}/s)",
+                      broker_share=server.broker_share())
     finally:
         server.stop()
 
@@ -348,6 +382,8 @@ def main() -> None:
         Row("PUB, 4 connections", lambda b, ld: pub_connections(b, ld, connections=4)),
         Row("RDY 1 consume, 1 connection", lambda b, ld: rdy1_consume(b, ld, 1)),
         Row("RDY 1 consume, 8 connections", lambda b, ld: rdy1_consume(b, ld, 8)),
+        Row("fan-out, 1 channel, live", lambda b, ld: fan_out(b, ld, 1)),
+        Row("fan-out, 8 channels, live", lambda b, ld: fan_out(b, ld, 8)),
         Row("durable MPUB (bench_writer)", lambda b, ld: publish(b, ld, 0, "--sync-every=1")),
         Row("durable PUB, 32 connections", lambda b, ld: pub_connections(b, ld, *DURABLE)),
         Row("durable HTTP /pub (wrk -c32)", lambda b, ld: http_pub(b, ld, *DURABLE)),
