@@ -15,6 +15,11 @@ The fan-out rows feed one topic's 1 or 8 channels live: one bench_reader per cha
 before bench_writer starts, each reading for --runfor from its own start; their rates summed are the messages
 delivered per second.
 
+The "rate held" row offers single PUBs from 32 connections (each waiting for its OK) to 8 consumers at RDY 1 and
+steps the offered rate up (5k, 7.5k, 10k, 12.5k, 15k, 17.5k, 20k, 25k, 30k, 40k/s) until the publish-to-deliver p99 passes 1 ms or
+the producers keep less than 95 % of the offer; the row is the last rate held. The load comes from this process's
+Python workers (bench/round_trip.py), for both servers.
+
 The "durable" rows run both servers with ``--mem-queue-size=0 --sync-every=1`` (every OK after its fsync, issue 22):
 MPUB with bench_writer, single-message PUB from 32 connections (each waits for its OK; driven from this process),
 HTTP /pub with wrk -c32, and consume; the plain rows of the same workloads give our non-durable rate for scale.
@@ -317,6 +322,35 @@ def deliver_latency(binary: Path, load: Load, rate: int, consumers: int) -> Resu
         server.stop()
 
 
+#: offered single-PUB rates, stepped up until the p99 passes RATE_HELD_P99_US or the producers fall behind
+RATE_STEPS = (5_000, 7_500, 10_000, 12_500, 15_000, 17_500, 20_000, 25_000, 30_000, 40_000)
+RATE_HELD_P99_US = 1000.0
+
+
+def rate_held(binary: Path, load: Load, producers: int = 32, consumers: int = 8) -> Result:
+    """The highest offered rate of single PUBs (from ``producers`` connections, each waiting for its OK) that the
+    server delivers to ``consumers`` at RDY 1 with a publish-to-deliver p99 within 1 ms, the producers keeping 95 % of
+    the offer; each step runs --runfor / 2 seconds (at least 2), on one server. Its CPU per message, and the step
+    after it, beside the rate."""
+    server = Server(binary)
+    try:
+        server.post("/topic/create?topic=latency")
+        server.post("/channel/create?topic=latency&channel=ch")
+        seconds = max(2.0, load.runfor / 2)
+        held, cpu_us, note = 0, 0.0, ""
+        for rate in RATE_STEPS:
+            before = server.cpu()
+            outcome = round_trip.paced_publish_to_deliver(server.tcp, rate, producers, consumers, seconds)
+            used = server.cpu() - before
+            if outcome.p99() > RATE_HELD_P99_US or outcome.published_rate < 0.95 * rate:
+                note = f"(next step {rate}/s: {outcome.summary()[1:]}"
+                break
+            held, cpu_us = rate, used / (rate * seconds) * 1e6
+        return Result(held, cpu_us, note, broker_share=server.broker_share())
+    finally:
+        server.stop()
+
+
 def http_pub(binary: Path, load: Load, *flags: str, cpus: set[int] | None = None) -> Result | None:
     """wrk -c32 POST /pub; ``cpus``: server and wrk both pinned there (one core: no cross-core wakeups)."""
     wrk = shutil.which("wrk")
@@ -384,6 +418,7 @@ def main() -> None:
         Row("RDY 1 consume, 8 connections", lambda b, ld: rdy1_consume(b, ld, 8)),
         Row("fan-out, 1 channel, live", lambda b, ld: fan_out(b, ld, 1)),
         Row("fan-out, 8 channels, live", lambda b, ld: fan_out(b, ld, 8)),
+        Row("rate held at p99 <= 1 ms, 32 PUB, 8 RDY 1", rate_held),
         Row("durable MPUB (bench_writer)", lambda b, ld: publish(b, ld, 0, "--sync-every=1")),
         Row("durable PUB, 32 connections", lambda b, ld: pub_connections(b, ld, *DURABLE)),
         Row("durable HTTP /pub (wrk -c32)", lambda b, ld: http_pub(b, ld, *DURABLE)),

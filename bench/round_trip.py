@@ -285,6 +285,47 @@ def _timed_consumers(results, ready, go, port: int, connections: int, count: int
     results.put((len(latencies), 0.0, latencies))
 
 
+def _paced_pub_worker(results, ready, go, port: int, connections: int, rate: float, count: int, topic: str) -> None:
+    """``count`` single PUBs offered at ``rate``/s over ``connections`` connections: each message is due at its slot
+    and goes out on a connection whose last PUB has its OK; when none has, it waits (the server holds the rate
+    back)."""
+    try:
+        socks = [_connect(port) for _ in range(connections)]
+    except OSError as err:
+        ready.put(str(err))
+        return
+    command = f"PUB {topic}\n".encode() + struct.pack(">i", len(_BODY)) + _BODY
+    sel = selectors.DefaultSelector()
+    for sock in socks:
+        sock.setblocking(False)
+        sel.register(sock, selectors.EVENT_READ, bytearray())
+    idle = list(socks)
+    ready.put("")
+    go.wait()
+    now = time.monotonic
+    start = now()
+    sent = acknowledged = 0
+    while acknowledged < count:
+        due = start + sent / rate
+        wait = 1.0 if sent == count or not idle else max(0.0, due - now())
+        if wait or not idle:
+            for key, _ in sel.select(timeout=wait):
+                buf = key.data
+                buf += key.fileobj.recv(65536)  # type: ignore[union-attr]
+                while len(buf) >= len(_OK):
+                    if buf[:len(_OK)] != _OK:
+                        raise RuntimeError(f"not OK: {bytes(buf[:64])!r}")
+                    del buf[:len(_OK)]
+                    acknowledged += 1
+                    idle.append(key.fileobj)  # type: ignore[arg-type]
+        while idle and sent < count and now() >= start + sent / rate:
+            idle.pop().send(command)
+            sent += 1
+    elapsed = now() - start
+    _close_all(sel)
+    results.put((count, elapsed, []))
+
+
 def publish_to_deliver(port: int, rate: float, consumers: int, seconds: float, topic: str = "latency",
                        channel: str = "ch") -> Outcome:
     """The first tenth of the messages warms up and is left out of the latencies."""
@@ -294,3 +335,18 @@ def publish_to_deliver(port: int, rate: float, consumers: int, seconds: float, t
     latencies = next(lat for _c, _s, lat in collected if lat)
     published, publish_seconds = next((c, s) for c, s, lat in collected if not lat)
     return Outcome(len(latencies), seconds, latencies[count // 10:], published / publish_seconds)
+
+
+def paced_publish_to_deliver(port: int, rate: float, producers: int, consumers: int, seconds: float,
+                             procs: int = 2, topic: str = "latency", channel: str = "ch") -> Outcome:
+    """As publish_to_deliver, with the rate offered by ``producers`` connections over ``procs`` processes (each
+    sends on a connection whose last PUB has its OK); the published rate is the slowest process's."""
+    count = int(rate * seconds)
+    shares = _spread(count, procs)
+    jobs: list[tuple[Callable[..., None], tuple]] = [(_timed_consumers, (port, consumers, count, topic, channel))]
+    jobs += [(_paced_pub_worker, (port, conns, rate * share / count, share, topic))
+             for conns, share in zip(_spread(producers, procs), shares, strict=True)]
+    collected = _run_workers(jobs)
+    latencies = next(lat for _c, _s, lat in collected if lat)
+    publish_seconds = max(s for _c, s, lat in collected if not lat)
+    return Outcome(len(latencies), seconds, latencies[count // 10:], count / publish_seconds)
