@@ -16,9 +16,9 @@ before bench_writer starts, each reading for --runfor from its own start; their 
 delivered per second.
 
 The "rate held" row offers single PUBs from 32 connections (each waiting for its OK) to 8 consumers at RDY 1 and
-steps the offered rate up (5k, 7.5k, 10k, 12.5k, 15k, 17.5k, 20k, 25k, 30k, 40k/s) until the publish-to-deliver p99 passes 1 ms or
-the producers keep less than 95 % of the offer; the row is the last rate held. The load comes from this process's
-Python workers (bench/round_trip.py), for both servers.
+steps the offered rate up (5k, 7.5k, 10k, 12.5k, 15k, 17.5k, 20k, 25k, 30k, 40k/s) until the publish-to-deliver p99
+passes 1 ms or the producers keep less than 95 % of the offer; the row is the last rate held. The load comes from
+this process's Python workers (bench/round_trip.py), for both servers.
 
 The "durable" rows run both servers with ``--mem-queue-size=0 --sync-every=1`` (every OK after its fsync, issue 22):
 MPUB with bench_writer, single-message PUB from 32 connections (each waits for its OK; driven from this process),

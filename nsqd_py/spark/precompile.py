@@ -5,9 +5,8 @@ per schema or plan lookup; on each executor, the worker daemon) with `$SPARK_HOM
 PYTHONPATH. The zip holds sources only, and zipimport caches no bytecode, so every one of those processes compiles
 pyspark before it runs anything: about a second of CPU, paid by each streaming query at its start
 (docs/benchmarks.md). With a `.pyc` beside each `.py` in the zip (not in its `tests/` packages), zipimport loads
-that instead. The bytecode is
-checked against its source's hash on import, so a zip edited later still imports its sources; a Python of another
-version ignores it (another magic number) and compiles as before.
+that instead. The bytecode is checked against its source's hash on import, so a zip edited later still imports its
+sources; a Python of another version ignores it (another magic number) and compiles as before.
 """
 
 from __future__ import annotations
@@ -39,25 +38,34 @@ def precompile(zip_path: Path) -> int:
     """Rewrite ``zip_path`` with the bytecode of each of its modules beside it (atomically); the modules compiled.
     A module that does not compile (a Python 2 leftover) keeps its source alone, and so do test modules: every
     Python process Spark starts reads the zip's directory, twice, in pure Python."""
+    fd, tmp = tempfile.mkstemp(dir=zip_path.parent, prefix=f".{zip_path.name}.")
+    try:
+        with zipfile.ZipFile(zip_path) as old, os.fdopen(fd, "wb") as out, \
+                zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as new:
+            compiled = _copy_with_bytecode(old, new, zip_path)
+        os.chmod(tmp, zip_path.stat().st_mode)
+        os.replace(tmp, zip_path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return compiled
+
+
+def _copy_with_bytecode(old: zipfile.ZipFile, new: zipfile.ZipFile, zip_path: Path) -> int:
     compiled = 0
-    with zipfile.ZipFile(zip_path) as old:
-        fd, tmp = tempfile.mkstemp(dir=zip_path.parent, prefix=f".{zip_path.name}.")
-        with os.fdopen(fd, "wb") as out, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as new:
-            for info in old.infolist():
-                if info.filename.endswith(".pyc"):
-                    continue  # an earlier run's, made again below
-                data = old.read(info)
-                new.writestr(info, data)
-                if not info.filename.endswith(".py") or "/tests/" in info.filename:
-                    continue  # pyspark's own tests (930 of its 1286 modules) would double the zip's directory
-                try:
-                    pyc = pyc_bytes(data, os.path.join(zip_path, info.filename))  # as zipimport names it
-                except SyntaxError:
-                    continue
-                new.writestr(zipfile.ZipInfo(info.filename + "c", info.date_time), pyc, zipfile.ZIP_DEFLATED)
-                compiled += 1
-    os.chmod(tmp, zip_path.stat().st_mode)
-    os.replace(tmp, zip_path)
+    for info in old.infolist():
+        if info.filename.endswith(".pyc"):
+            continue  # an earlier run's, made again below
+        data = old.read(info)
+        new.writestr(info, data)
+        if not info.filename.endswith(".py") or "/tests/" in info.filename:
+            continue  # pyspark's own tests (930 of its 1286 modules) would double the zip's directory
+        try:
+            pyc = pyc_bytes(data, os.path.join(zip_path, info.filename))  # as zipimport names it
+        except SyntaxError:
+            continue
+        new.writestr(zipfile.ZipInfo(info.filename + "c", info.date_time), pyc, zipfile.ZIP_DEFLATED)
+        compiled += 1
     return compiled
 
 
@@ -86,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         for path in zips:
             try:
                 count = precompile(path)
-            except OSError as err:
+            except (OSError, zipfile.BadZipFile) as err:
                 raise SystemExit(f"nsq-spark-precompile: cannot rewrite {path}: {err}") from err
             print(f"{path}: bytecode for {count} modules", file=sys.stderr)
 

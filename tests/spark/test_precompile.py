@@ -83,3 +83,13 @@ def test_a_module_loads_its_bytecode_until_its_source_changes(tmp_path: Path) ->
 def test_a_spark_home_without_zips_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=f"no python/lib/\\*.zip under {tmp_path}"):
         main([str(tmp_path)])
+
+
+def test_a_broken_zip_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    lib = tmp_path / "python" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "pyspark.zip").write_bytes(b"not a zip")
+    with pytest.raises(SystemExit, match=r"cannot rewrite .*pyspark\.zip: File is not a zip file"):
+        main([str(tmp_path)])
+    assert [p.name for p in lib.iterdir()] == ["pyspark.zip"]  # no temporary file left beside it
+    assert (lib / "pyspark.zip").read_bytes() == b"not a zip"
