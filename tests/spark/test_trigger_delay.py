@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from nsqd_py.spark import stop_gracefully
 from tests.spark.util import bodies, publish, source_options
 from tests.support import NsqdProcess
 
@@ -27,7 +28,9 @@ def run_for(spark: SparkSession, opts: dict[str, str], tmp_path: Path, seconds: 
         time.sleep(seconds)
         assert query.exception() is None
     finally:
-        query.stop()
+        # a batch that started lets the query stop after it: on 2 cores busy with other tests, a stop at the
+        # window's end cut a slow batch short at every restart, and the sink never got its rows
+        stop_gracefully(query, [], timeout=60)
 
 
 def rows(spark: SparkSession, tmp_path: Path) -> int:
