@@ -340,7 +340,7 @@ def rate_held(binary: Path, load: Load, producers: int = 32, consumers: int = 8)
         held, cpu_us, note = 0, 0.0, ""
         for rate in RATE_STEPS:
             before = server.cpu()
-            outcome = round_trip.paced_publish_to_deliver(server.tcp, rate, producers, consumers, seconds)
+            outcome = round_trip.publish_to_deliver(server.tcp, rate, consumers, seconds, producers, procs=2)
             used = server.cpu() - before
             if outcome.p99() > RATE_HELD_P99_US or outcome.published_rate < 0.95 * rate:
                 note = f"(next step {rate}/s: {outcome.summary()[1:]}"

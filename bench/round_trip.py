@@ -3,8 +3,9 @@
 * ``pub_loop``: single-message PUBs from many connections, each sending its next PUB once its OK arrived (what
   go-nsq's ``Producer.Publish()`` and pynsq's ``Writer.pub()`` do), with the latency of every PUB.
 * ``rdy1_consume``: consumers at RDY 1 (go-nsq's and pynsq's default max-in-flight): one message, FIN, the next.
-* ``publish_to_deliver``: one producer PUBs at a fixed rate while consumers at RDY 1 FIN what they get; the
-  latency is from nsqd's own timestamp in the message (set when it accepted the PUB) to its receipt.
+* ``publish_to_deliver``: producers PUB at a fixed offered rate (each connection sends its next PUB once its OK
+  arrived and the next message is due) while consumers at RDY 1 FIN what they get; the latency is from nsqd's own
+  timestamp in the message (set when it accepted the PUB) to its receipt.
 
 The connections are spread over worker processes (``procs``) so that a Python client is not the slow side:
 each process drives its connections from one selector loop.
@@ -239,33 +240,6 @@ def rdy1_consume(port: int, connections: int, seconds: float, procs: int = 2, to
 
 # ---- publish -> deliver latency ------------------------------------------------------------------------------
 
-def _paced_producer(results, ready, go, port: int, rate: float, count: int, topic: str) -> None:
-    try:
-        sock = _connect(port)
-    except OSError as err:
-        ready.put(str(err))
-        return
-    buf = bytearray()
-    command = f"PUB {topic}\n".encode() + struct.pack(">i", len(_BODY)) + _BODY
-    ready.put("")
-    go.wait()
-    start = time.monotonic()
-    for i in range(count):
-        delay = start + i / rate - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        sock.sendall(command)
-        while True:
-            _frame_type, data = read_frame(sock, buf)
-            if data != _HEARTBEAT:
-                break
-            sock.sendall(b"NOP\n")
-        if data != b"OK":
-            raise RuntimeError(f"PUB failed: {data!r}")
-    sock.close()
-    results.put((count, time.monotonic() - start, []))
-
-
 def _timed_consumers(results, ready, go, port: int, connections: int, count: int, topic: str,
                      channel: str) -> None:
     sel = _subscribed(ready, port, connections, topic, channel)
@@ -326,21 +300,11 @@ def _paced_pub_worker(results, ready, go, port: int, connections: int, rate: flo
     results.put((count, elapsed, []))
 
 
-def publish_to_deliver(port: int, rate: float, consumers: int, seconds: float, topic: str = "latency",
-                       channel: str = "ch") -> Outcome:
-    """The first tenth of the messages warms up and is left out of the latencies."""
-    count = int(rate * seconds)
-    collected = _run_workers(
-        [(_timed_consumers, (port, consumers, count, topic, channel)), (_paced_producer, (port, rate, count, topic))])
-    latencies = next(lat for _c, _s, lat in collected if lat)
-    published, publish_seconds = next((c, s) for c, s, lat in collected if not lat)
-    return Outcome(len(latencies), seconds, latencies[count // 10:], published / publish_seconds)
-
-
-def paced_publish_to_deliver(port: int, rate: float, producers: int, consumers: int, seconds: float,
-                             procs: int = 2, topic: str = "latency", channel: str = "ch") -> Outcome:
-    """As publish_to_deliver, with the rate offered by ``producers`` connections over ``procs`` processes (each
-    sends on a connection whose last PUB has its OK); the published rate is the slowest process's."""
+def publish_to_deliver(port: int, rate: float, consumers: int, seconds: float, producers: int = 1, procs: int = 1,
+                       topic: str = "latency", channel: str = "ch") -> Outcome:
+    """``rate`` single PUBs a second offered by ``producers`` connections over ``procs`` processes (each sends on a
+    connection whose last PUB has its OK) to ``consumers`` at RDY 1; the published rate is the slowest process's. The
+    first tenth of the messages warms up and is left out of the latencies."""
     count = int(rate * seconds)
     shares = _spread(count, procs)
     jobs: list[tuple[Callable[..., None], tuple]] = [(_timed_consumers, (port, consumers, count, topic, channel))]
