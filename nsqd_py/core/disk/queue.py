@@ -177,7 +177,7 @@ class DiskQueue(DiskReader):
 
     def ack(self, token: object) -> None:
         """The record behind ``token`` is done with; unknown, repeated or pre-empty() tokens are ignored."""
-        if self._take_token(token) is None:
+        if not self._take_token(token):
             return
         self._changes += 1
         self._count += 1
@@ -397,7 +397,7 @@ class DiskQueue(DiskReader):
             self._lowest = self._wfile
             self._unread = 0
             self._unread_bytes = 0
-            self._pending.clear()
+            self._forget_pending()
             self._bad.clear()
             self._changes += 1
             self._sync_now()

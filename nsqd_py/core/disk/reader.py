@@ -9,8 +9,9 @@ never yields to the gevent hub. :class:`~nsqd_py.core.disk.queue.DiskQueue` adds
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections import OrderedDict
+from collections import deque
 
 from nsqd_py.runtime.log import Logger
 
@@ -18,19 +19,13 @@ from .format import LENGTH, READ_CHUNK, QueueFiles
 
 __all__ = ["PEEK_BYTES", "DiskReader"]
 
+#: each reader numbers its records from its own base, 2**40 apart, so a token from another queue is never taken
+#: for one of this queue's
+_SEQ_BASES = itertools.count(1)
+_SEQ_SPAN_BITS = 40
+
 #: the most a peek reads of a disk queue, in records' bytes (n large bodies must not fill the memory)
 PEEK_BYTES = 32 << 20
-
-
-class _Token:
-    """A record handed out by read_one: its read sequence number and where it starts."""
-
-    __slots__ = ("file_num", "pos", "seq")
-
-    def __init__(self, seq: int, file_num: int, pos: int) -> None:
-        self.seq = seq
-        self.file_num = file_num
-        self.pos = pos
 
 
 class DiskReader:
@@ -40,6 +35,11 @@ class DiskReader:
     read_one returns; memory only) and the persisted read position (the oldest record handed out and not acked
     yet, or the read cursor when everything handed out is acked), which the meta file stores so that Go or we
     redeliver what was in flight.
+
+    A record's ack token is its read sequence number, numbered from a base of the reader's own. Records are acked
+    mostly in the order they were read, so the positions of those handed out are kept in read order from the
+    oldest unacked one (two deques, no object per record), with the few acked ahead of it in a set: the persisted
+    read position is the front of the deques.
     """
 
     def __init__(self, files: QueueFiles, logger: Logger) -> None:
@@ -52,8 +52,12 @@ class DiskReader:
         self._rfile = self._rpos = 0
         self._unread = 0  # records between the read cursor and the write position
         self._unread_bytes = 0  # their sizes (without the length prefix), summed
-        self._pending: OrderedDict[int, _Token] = OrderedDict()  # handed out, not acked, in read order
-        self._read_seq = 0  # sequence number of the next record handed out
+        self._read_seq = next(_SEQ_BASES) << _SEQ_SPAN_BITS  # sequence number of the next record handed out
+        self._head_seq = self._read_seq  # the oldest one handed out and not acked (_read_seq when there is none)
+        #: from _head_seq on, in read order, where each record handed out starts (acked ones among them)
+        self._pending_files: deque[int] = deque()
+        self._pending_pos: deque[int] = deque()
+        self._acked_ahead: set[int] = set()  # acked sequence numbers above _head_seq
         self._lowest = 0  # lowest file number that may still be on disk
         self._bad: set[int] = set()  # files with a bad record: renamed to .bad (not removed) once released
         self._rfd: int | None = None
@@ -121,9 +125,10 @@ class DiskReader:
             self._rpos = pos + 4 + size
             self._unread -= 1
             self._unread_bytes -= size
-            token = _Token(self._read_seq, rfile, pos)
-            self._pending[self._read_seq] = token
-            self._read_seq += 1
+            token = self._read_seq
+            self._pending_files.append(rfile)
+            self._pending_pos.append(pos)
+            self._read_seq = token + 1
             if rfile != self._wfile:
                 if self._rpos >= self._rlimit:
                     self._next_read_file()
@@ -182,29 +187,46 @@ class DiskReader:
         finally:
             os.close(fd)
 
-    def _take_token(self, token: object) -> _Token | None:
-        """The pending record ``token`` names, now no longer pending; None for unknown, repeated, pre-empty() or
-        after-close tokens."""
-        if not isinstance(token, _Token):
-            return None
-        pending = self._pending
-        seq = token.seq
-        if pending.get(seq) is not token or self._closed:
-            return None
-        del pending[seq]
-        return token
+    def _take_token(self, token: object) -> bool:
+        """Whether ``token`` names a record handed out and not acked, which it no longer is; False for unknown,
+        repeated, pre-empty() or after-close tokens."""
+        if not isinstance(token, int) or self._closed:
+            return False
+        head = self._head_seq
+        if token < head or token >= self._read_seq or token in self._acked_ahead:
+            return False
+        if token != head:
+            self._acked_ahead.add(token)
+            return True
+        files, positions, ahead = self._pending_files, self._pending_pos, self._acked_ahead
+        files.popleft()
+        positions.popleft()
+        head += 1
+        while ahead and head in ahead:
+            ahead.remove(head)
+            files.popleft()
+            positions.popleft()
+            head += 1
+        self._head_seq = head
+        return True
+
+    def _forget_pending(self) -> None:
+        """No record handed out is pending any more (the queue was emptied): their tokens become no-ops."""
+        self._pending_files.clear()
+        self._pending_pos.clear()
+        self._acked_ahead.clear()
+        self._head_seq = self._read_seq
 
     def _persisted_read_file(self) -> int:
         """The file of the persisted read position."""
-        pending = self._pending
-        return next(iter(pending.values())).file_num if pending else self._rfile
+        files = self._pending_files
+        return files[0] if files else self._rfile
 
     def _persisted_read(self) -> tuple[int, int, int]:
         """The persisted read position and the depth the meta file gives with it (unacked records count)."""
-        pending = self._pending
-        if pending:
-            head = next(iter(pending.values()))
-            return head.file_num, head.pos, self._unread + self._read_seq - head.seq
+        if self._pending_files:
+            return (self._pending_files[0], self._pending_pos[0],
+                    self._unread + self._read_seq - self._head_seq)
         return self._rfile, self._rpos, self._unread
 
     def _check_tail(self) -> None:
@@ -279,5 +301,5 @@ class DiskReader:
         self._buf = b""
         self._rfile += 1
         self._rpos = 0
-        if not self._pending:
+        if not self._pending_files:
             self._changed()  # the persisted read position moved on with the cursor: the file can go
