@@ -15,7 +15,10 @@ events/s are published for --duration seconds, with the lag every second. Prints
 numbers; --only picks some. Bare (only with --only bare): the source at its defaults against a bare subscription
 (bench_reader.py, one connection at RDY 2500) of the same messages, alternating, after a cold first query, with
 the CPU each spent per row by process (Spark's JVM, the Python processes it started, nsqd, the bench's driver,
-bench_reader.py), counted from the publish's end to the read's.
+bench_reader.py), counted from the publish's end to the read's. Batches (only with --only batches): --rounds queries
+of --messages in a row at --batch rows per batch (50 000 unless given), each full batch's triggerExecution and
+addBatch in ms, to tell the early batches of a fresh JVM (which compiles Spark's hot code meanwhile) from later ones;
+--java-options passes spark.driver.extraJavaOptions (for example -XX:TieredStopAtLevel=1).
 
     .venv/bin/python bench/bench_spark.py --messages 200000 --size 200
 """
@@ -121,6 +124,8 @@ def batch_stats(query: StreamingQuery, elapsed: float, verbose: bool) -> dict:
     later_ms = sum(p.durationMs.get("triggerExecution", 0) for p in later)
     return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
             "batches": sum(1 for p in progress if p.numInputRows),
+            "batch_ms": [(p.numInputRows, p.durationMs.get("triggerExecution", 0), p.durationMs.get("addBatch", 0))
+                         for p in progress if p.numInputRows],
             "rows_per_s_in_batches": rows / (batches_ms / 1000) if batches_ms else 0.0,
             "rows_per_s_after_first": sum(p.numInputRows for p in later) / (later_ms / 1000) if later_ms else 0.0}
 
@@ -285,8 +290,17 @@ def bench_bare(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str
     return result
 
 
+def bench_batches(spark: SparkSession, a: argparse.Namespace, nodes: list[tuple[str, str]]) -> dict:
+    """What one micro-batch of --batch rows (50 000 unless given) costs, in --rounds queries of --messages each, one
+    after the other in the session: Spark's JVM compiles its hot code (C2) during the first million or so rows, on
+    the cores the batches run on, so the early batches and the later ones are reported apart."""
+    batched = argparse.Namespace(**{**vars(a), "batch": a.batch or 50_000})
+    read_source(spark, argparse.Namespace(**{**vars(a), "messages": 1000}), nodes[:1])  # the Python workers up
+    return {"queries": [read_source(spark, batched, nodes[:1]) for _ in range(a.rounds)]}
+
+
 BENCHES = {"source": bench_source, "scaling": bench_scaling, "pipeline": bench_pipeline, "live": bench_live,
-           "sink": bench_sink, "bare": bench_bare}
+           "sink": bench_sink, "bare": bench_bare, "batches": bench_batches}
 
 
 def print_read(label: str, r: dict) -> None:
@@ -297,6 +311,19 @@ def print_read(label: str, r: dict) -> None:
 
 def cpu_line(r: dict) -> str:
     return ", ".join(f"{name} {us:.1f}" for name, us in r["cpu_us_per_row"].items() if us >= 0.05)
+
+
+def print_batches(queries: list[dict]) -> None:
+    rows_before = 0
+    for number, query in enumerate(queries, 1):
+        size = max(rows for rows, _, _ in query["batch_ms"])
+        full = [(total, add) for rows, total, add in query["batch_ms"] if rows == size]
+        spread = ", ".join(f"{total}/{add}" for total, add in full)
+        print(f"query {number} (after {rows_before} rows in the session): {len(full)} batches of {size} rows, "
+              f"ms per batch (triggerExecution/addBatch): {spread}; "
+              f"median {statistics.median(t for t, _ in full):.0f}/{statistics.median(ad for _, ad in full):.0f}; "
+              f"CPU µs per row: {cpu_line(query)}")
+        rows_before += query["rows"]
 
 
 def print_versus_bare(rounds: dict[str, list[dict]]) -> None:
@@ -334,6 +361,7 @@ def main() -> None:
     p.add_argument("--only", action="append", choices=BENCHES, help="run only these (repeatable)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--verbose", action="store_true", help="print every batch's phase durations (stderr)")
+    p.add_argument("--java-options", default="", help="spark.driver.extraJavaOptions, e.g. -XX:TieredStopAtLevel=1")
     a = p.parse_args()
 
     servers = []
@@ -347,6 +375,7 @@ def main() -> None:
     spark = (SparkSession.builder.master(a.master).appName("bench_spark").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+             .config("spark.driver.extraJavaOptions", a.java_options)
              # every batch counts, not only the last 100
              .config("spark.sql.streaming.numRecentProgressUpdates", "1000000").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -367,13 +396,16 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(f"{a.messages} messages of {a.size} B, maxOffsetsPerTrigger={a.batch or 'default'}, "
-          f"minPartitions={a.partitions or 'default'}, {dict(a.option)}, {a.master}, "
+          f"minPartitions={a.partitions or 'default'}, {dict(a.option)}, {a.master}, JVM options "
+          f"{a.java_options or 'none'}, "
           f"load {result['load']:.2f} -> {os.getloadavg()[0]:.2f}")
     for mode, rounds in result.get("source", {}).items():
         for i, r in enumerate(rounds):
             print_read(f"source, {mode}, round {i + 1}", r)
     if "bare" in result:
         print_versus_bare(result["bare"])
+    if "batches" in result:
+        print_batches(result["batches"]["queries"])
     for label, r in result.get("scaling", {}).items():
         print_read(f"scaling, {label}", r)
     if "pipeline" in result:
