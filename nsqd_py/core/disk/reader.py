@@ -193,12 +193,13 @@ class DiskReader:
         if not isinstance(token, int) or self._closed:
             return False
         head = self._head_seq
-        if token < head or token >= self._read_seq or token in self._acked_ahead:
-            return False
+        ahead = self._acked_ahead
         if token != head:
-            self._acked_ahead.add(token)
+            if token < head or token >= self._read_seq or token in ahead:
+                return False
+            ahead.add(token)
             return True
-        files, positions, ahead = self._pending_files, self._pending_pos, self._acked_ahead
+        files, positions = self._pending_files, self._pending_pos
         files.popleft()
         positions.popleft()
         head += 1
