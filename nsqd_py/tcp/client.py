@@ -40,6 +40,10 @@ _FRAME_HEADER = struct.Struct(">ii")
 #: nsqd's bufio reader size: a command line longer than this closes the connection
 MAX_LINE_LENGTH = 16 * 1024
 _RECV_SIZE = 65536
+#: `FIN `, a message id and the line's end
+_FIN_LINE = 4 + 16 + 1
+_NEWLINE = ord("\n")
+_CARRIAGE_RETURN = ord("\r")
 HEARTBEAT_PAYLOAD = b"_heartbeat_"
 #: how often a read deadline that passed outside a read looks again for the next read
 _DEADLINE_RECHECK = 0.05
@@ -195,6 +199,24 @@ class ClientV2(ClientState):
             if len(self._rbuf) - self._rpos >= MAX_LINE_LENGTH:
                 raise ConnectionLost("bufio: buffer full")
             self._fill()
+
+    def take_fin_ids(self) -> list[bytes]:
+        """The ids of the plain `FIN <16-byte id>\\n` lines at the front of the read buffer, taken from it. A
+        consumer FINs a run of messages in one write: they are parsed here in one pass, not line by line. A line
+        the command parser would read otherwise (a space or a line end in the id, a `\\r` before the `\\n`) stops
+        the run, and is left for it."""
+        buf, pos = self._rbuf, self._rpos
+        end = len(buf)
+        ids: list[bytes] = []
+        while end - pos >= _FIN_LINE and buf[pos + _FIN_LINE - 1] == _NEWLINE and buf.startswith(b"FIN ", pos):
+            id_end = pos + _FIN_LINE - 1
+            if buf.find(b" ", pos + 4, id_end) >= 0 or buf.find(b"\n", pos + 4, id_end) >= 0 or \
+                    buf[id_end - 1] == _CARRIAGE_RETURN:
+                break
+            ids.append(bytes(buf[pos + 4 : id_end]))
+            pos += _FIN_LINE
+        self._rpos = pos
+        return ids
 
     def has_buffered_line(self) -> bool:
         return self._rbuf.find(b"\n", self._rpos) >= 0

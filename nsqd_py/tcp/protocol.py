@@ -88,26 +88,29 @@ class ProtocolV2Base:
         try:
             while True:
                 client.set_read_deadline()
-                try:
-                    line = client.read_line()
-                except EOFError:
-                    break
-                except ConnectionLost as lost:
-                    err = f"failed to read command - {lost}"
-                    break
-                params = line.split(b" ")
-                try:
-                    response = self.execute(params)
-                except ClientError as cerr:
-                    self.log.error(f"[{client}] - {cerr}")
-                    client.send_response(cerr.payload, FRAME_TYPE_ERROR)
-                    if cerr.fatal:
+                fin_ids = client.take_fin_ids() if self._may_finish() else []
+                if fin_ids:
+                    if self._finish_run(fin_ids):
                         break
-                    continue
-                except EOFError:
-                    break
-                if response is not None:
-                    client.send_response(response)
+                else:
+                    try:
+                        line = client.read_line()
+                    except EOFError:
+                        break
+                    except ConnectionLost as lost:
+                        err = f"failed to read command - {lost}"
+                        break
+                    params = line.split(b" ")
+                    try:
+                        response = self.execute(params)
+                    except ClientError as cerr:
+                        if self._refused(cerr):
+                            break
+                        continue
+                    except EOFError:
+                        break
+                    if response is not None:
+                        client.send_response(response)
                 if self._dispatch_pending and not client.has_buffered_line():
                     # FINs come in runs: refill the consumer once per run, not once per FIN. At RDY 1 the next
                     # message goes out with this loop turn's burst.
@@ -118,6 +121,28 @@ class ProtocolV2Base:
                 self.log.error(f"client({client}) - {err}")
             self.log.info(f"PROTOCOL(V2): [{client}] exiting ioloop")
             client.finish_connection()
+
+    def _refused(self, cerr: ClientError) -> bool:
+        """Log and answer a command's error; whether the connection ends for it."""
+        self.log.error(f"[{self.client}] - {cerr}")
+        self.client.send_response(cerr.payload, FRAME_TYPE_ERROR)
+        return cerr.fatal
+
+    def _may_finish(self) -> bool:
+        """Whether a FIN would pass the checks `execute` and `fin` make before they finish a message."""
+        return self.client.state in (STATE_SUBSCRIBED, STATE_CLOSING) and \
+            not (self.opts.tls_required and not self.client.tls)
+
+    def _finish_run(self, msg_ids: list[bytes]) -> bool:
+        """A run of FINs taken from the read buffer at once, as `fin` would finish each; whether the connection
+        ends (a fatal error)."""
+        for msg_id in msg_ids:
+            try:
+                self._finish(msg_id)
+            except ClientError as cerr:
+                if self._refused(cerr):
+                    return True
+        return False
 
     def execute(self, params: list[bytes]) -> bytes | None:
         name = params[0]
