@@ -16,7 +16,7 @@ import ssl
 import struct
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import gevent
 
@@ -41,9 +41,17 @@ _FRAME_HEADER = struct.Struct(">ii")
 MAX_LINE_LENGTH = 16 * 1024
 _RECV_SIZE = 65536
 #: `FIN `, a message id and the line's end
-_FIN_LINE = 4 + 16 + 1
-_NEWLINE = ord("\n")
-_CARRIAGE_RETURN = ord("\r")
+_FIN_LINE: Final = 4 + 16 + 1
+#: the most FIN lines copied out of the read buffer at once
+_FIN_RUN: Final = 512
+#: the bytes of `FIN `, the line feed and the carriage return, as indexing bytes gives them (`in` with an int
+#: needle searches bytes at once; a bytes needle is tried as an int first, which raises)
+_F: Final = 0x46
+_I: Final = 0x49
+_N: Final = 0x4E
+_SPACE: Final = 0x20
+_LF: Final = 0x0A
+_CR: Final = 0x0D
 HEARTBEAT_PAYLOAD = b"_heartbeat_"
 #: how often a read deadline that passed outside a read looks again for the next read
 _DEADLINE_RECHECK = 0.05
@@ -205,18 +213,24 @@ class ClientV2(ClientState):
         consumer FINs a run of messages in one write: they are parsed here in one pass, not line by line. A line
         the command parser would read otherwise (a space or a line end in the id, a `\\r` before the `\\n`) stops
         the run, and is left for it."""
-        buf, pos = self._rbuf, self._rpos
-        end = len(buf)
         ids: list[bytes] = []
-        while end - pos >= _FIN_LINE and buf[pos + _FIN_LINE - 1] == _NEWLINE and buf.startswith(b"FIN ", pos):
-            id_end = pos + _FIN_LINE - 1
-            if buf.find(b" ", pos + 4, id_end) >= 0 or buf.find(b"\n", pos + 4, id_end) >= 0 or \
-                    buf[id_end - 1] == _CARRIAGE_RETURN:
-                break
-            ids.append(bytes(buf[pos + 4 : id_end]))
-            pos += _FIN_LINE
-        self._rpos = pos
-        return ids
+        buf = self._rbuf
+        while True:
+            pos = self._rpos
+            lines = min((len(buf) - pos) // _FIN_LINE, _FIN_RUN)
+            if not lines or buf[pos] != _F or buf[pos + _FIN_LINE - 1] != _LF:  # no `F...\\n` line: not a run
+                return ids
+            run = bytes(buf[pos : pos + lines * _FIN_LINE])
+            at = 0
+            while at < len(run):
+                msg_id = run[at + 4 : at + _FIN_LINE - 1]
+                if run[at] != _F or run[at + 1] != _I or run[at + 2] != _N or run[at + 3] != _SPACE or \
+                        run[at + _FIN_LINE - 1] != _LF or _SPACE in msg_id or _LF in msg_id or msg_id[15] == _CR:
+                    self._rpos = pos + at
+                    return ids
+                ids.append(msg_id)
+                at += _FIN_LINE
+            self._rpos = pos + at
 
     def has_buffered_line(self) -> bool:
         return self._rbuf.find(b"\n", self._rpos) >= 0
