@@ -13,7 +13,7 @@ import itertools
 import random
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import gevent
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .topic import Topic
 
 #: deliveries between cooperative yields while draining a backlog
-_YIELD_EVERY = 512
+_YIELD_EVERY: Final = 512
 
 
 class Channel:

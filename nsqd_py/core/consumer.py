@@ -4,7 +4,7 @@ What a channel needs from a subscribed client; the TCP front door implements it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -12,16 +12,16 @@ if TYPE_CHECKING:
     from .message import Message
 
 # Client states as nsqd numbers them (they appear as `state` in /stats).
-STATE_INIT = 0
-STATE_DISCONNECTED = 1
-STATE_CONNECTED = 2
-STATE_SUBSCRIBED = 3
-STATE_CLOSING = 4
+STATE_INIT: Final = 0
+STATE_DISCONNECTED: Final = 1
+STATE_CONNECTED: Final = 2
+STATE_SUBSCRIBED: Final = 3
+STATE_CLOSING: Final = 4
 
 # How near a client is to nsqd, for topology-aware consumption (nsqd master): the channel prefers the nearest.
-TOPOLOGY_GLOBAL = 0
-TOPOLOGY_REGION = 1
-TOPOLOGY_ZONE = 2
+TOPOLOGY_GLOBAL: Final = 0
+TOPOLOGY_REGION: Final = 1
+TOPOLOGY_ZONE: Final = 2
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # mypyc: a unit test subclasses it (CONTRIBUTING.md)

@@ -5,20 +5,20 @@ Message: the unit a topic fans out and a channel hands to consumers, with its wi
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
-MSG_ID_LENGTH = 16
+MSG_ID_LENGTH: Final = 16
 #: timestamp (8) + attempts (2) + id (16): the smallest valid encoded message.
-MIN_VALID_MSG_LENGTH = 8 + 2 + MSG_ID_LENGTH
+MIN_VALID_MSG_LENGTH: Final = 8 + 2 + MSG_ID_LENGTH
 #: a record's bytes before its body
-RECORD_HEADER = MIN_VALID_MSG_LENGTH
+RECORD_HEADER: Final = MIN_VALID_MSG_LENGTH
 
-_HEADER = struct.Struct(">qH")
+_HEADER: Final = struct.Struct(">qH")
 #: frame size, frame type (2 = message), timestamp, attempts: everything before the id.
-_FRAME_HEADER = struct.Struct(">iiqH")
-FRAME_TYPE_MESSAGE = 2
+_FRAME_HEADER: Final = struct.Struct(">iiqH")
+FRAME_TYPE_MESSAGE: Final = 2
 
 #: A message waiting in a memory queue. Most are their record alone: one bytes object in the disk-queue encoding
 #: (timestamp, attempts, id, body), which is also the tail of the wire frame and what a disk queue writes (272 bytes

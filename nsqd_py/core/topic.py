@@ -10,7 +10,7 @@ topic's memory queue or disk queue; a pump greenlet drains that backlog when cha
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import gevent
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .message import Message
     from .nsqd import NSQD
 
-_YIELD_EVERY = 256
+_YIELD_EVERY: Final = 256
 
 
 class Topic:

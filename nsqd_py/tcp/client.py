@@ -34,12 +34,12 @@ if TYPE_CHECKING:
     from ..core.message import Message
     from ..runtime.log import Logger
 
-FRAME_TYPE_RESPONSE = 0
-FRAME_TYPE_ERROR = 1
-_FRAME_HEADER = struct.Struct(">ii")
+FRAME_TYPE_RESPONSE: Final = 0
+FRAME_TYPE_ERROR: Final = 1
+_FRAME_HEADER: Final = struct.Struct(">ii")
 #: nsqd's bufio reader size: a command line longer than this closes the connection
-MAX_LINE_LENGTH = 16 * 1024
-_RECV_SIZE = 65536
+MAX_LINE_LENGTH: Final = 16 * 1024
+_RECV_SIZE: Final = 65536
 #: `FIN `, a message id and the line's end
 _FIN_LINE: Final = 4 + 16 + 1
 #: the most FIN lines copied out of the read buffer at once
@@ -52,11 +52,11 @@ _N: Final = 0x4E
 _SPACE: Final = 0x20
 _LF: Final = 0x0A
 _CR: Final = 0x0D
-HEARTBEAT_PAYLOAD = b"_heartbeat_"
+HEARTBEAT_PAYLOAD: Final = b"_heartbeat_"
 #: how often a read deadline that passed outside a read looks again for the next read
-_DEADLINE_RECHECK = 0.05
+_DEADLINE_RECHECK: Final = 0.05
 #: how long the last answers of a closing connection may take without heartbeats (then it is the write deadline)
-_FINAL_SEND_SECONDS = 1.0
+_FINAL_SEND_SECONDS: Final = 1.0
 
 
 class ConnectionLost(Exception):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..cluster.auth import AuthError, AuthServers, AuthState
 from ..config.options import TOPOLOGY_EXPERIMENT
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from ..config.options import Options
     from ..runtime.log import Logger
 
-OK = b"OK"
-_INT32 = struct.Struct(">i")
-_MAX_UINT64 = (1 << 64) - 1
+OK: Final = b"OK"
+_INT32: Final = struct.Struct(">i")
+_MAX_UINT64: Final = (1 << 64) - 1
 
 
 def parse_base10(raw: bytes) -> int | None:

@@ -19,8 +19,8 @@ from .format import LENGTH, READ_CHUNK, QueueFiles
 
 __all__ = ["PEEK_BYTES", "DiskReader"]
 
-#: each reader numbers its records from its own base, 2**40 apart, so a token from another queue is never taken
-#: for one of this queue's
+#: each reader numbers its records from its own base, 2**40 apart, so a token from another queue is not taken for one
+#: of this queue's (unless a queue hands out 2**40 records in one run of the process)
 _SEQ_BASES = itertools.count(1)
 _SEQ_SPAN_BITS = 40
 
