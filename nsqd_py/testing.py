@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import shutil
 import signal
@@ -26,6 +27,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.parse
+from collections import deque
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -46,18 +48,39 @@ def _ephemeral_ports() -> range:
     return range(low, high + 1)
 
 
+_RECENT_PORTS: deque[int] = deque(maxlen=2000)
+
+
+def _own_ports(below: int) -> range:
+    """The loopback ports this process picks from: 10000 up to the ephemeral range, and under pytest-xdist the
+    worker's own slice of them, so that two workers never hand out the same port."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 0):
+        return range(10000, below)
+    size = (below - 10000) // int(count)
+    start = 10000 + size * (int(worker[2:]) % int(count))
+    return range(start, start + size)
+
+
 def free_port() -> int:
     """A loopback port nothing listens on, chosen below the ephemeral range: a port from that range can be taken
-    by any client's outgoing connection before the server binds it."""
+    by any client's outgoing connection before the server binds it. The port is not one this process handed out
+    recently: a caller asking for two ports before binding either (tcp and http) gets two."""
     ephemeral = _ephemeral_ports()
+    ports = _own_ports(ephemeral.start) if ephemeral.start > 11000 else range(0)
     for _ in range(50):
-        port = random.randrange(10000, ephemeral.start) if ephemeral.start > 11000 else 0
+        port = random.choice(ports) if len(ports) > 1000 else 0
+        if port in _RECENT_PORTS:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return sock.getsockname()[1]
+            port = sock.getsockname()[1]
+        if port not in _RECENT_PORTS:
+            _RECENT_PORTS.append(port)
+            return port
     raise OSError("no free port found")
 
 
