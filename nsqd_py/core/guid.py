@@ -7,15 +7,16 @@ from __future__ import annotations
 import struct
 import time
 from binascii import hexlify
+from typing import Final
 
 import gevent
 
 #: nsqd's epoch (2010-11-04T01:42:54.288Z) in the units it uses: ns >> 20 (1.048576 ms).
-_TWEPOCH = 1288834974288
-_NODE_BITS = 10
-_SEQUENCE_BITS = 12
-_SEQUENCE_MASK = (1 << _SEQUENCE_BITS) - 1
-_ONE_ID = struct.Struct(">Q")
+_TWEPOCH: Final = 1288834974288
+_NODE_BITS: Final = 10
+_SEQUENCE_BITS: Final = 12
+_SEQUENCE_MASK: Final = (1 << _SEQUENCE_BITS) - 1
+_ONE_ID: Final = struct.Struct(">Q")
 
 
 class GuidFactory:

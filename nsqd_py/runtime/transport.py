@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
-from gevent.hub import get_hub
+from gevent.hub import get_hub, getcurrent
 
 from .listen import send_all
 
@@ -133,12 +133,23 @@ class PlainTransport(Transport):
     def recv(self, size: int) -> bytes:
         if self.answered:  # the client waits for the answer before it sends more: wait, do not try
             self.answered = False
-            self._hub.wait(self._read_watcher)
+            self._wait_readable()
         while True:
             try:
                 return self._sock.recv(size)
             except BlockingIOError:
-                self._hub.wait(self._read_watcher)
+                self._wait_readable()
+
+    def _wait_readable(self) -> None:
+        """Sleep until the socket is readable. The watcher switches straight back to this greenlet: the hub's
+        `wait` puts a Waiter between them, a cost on every round trip. A switch from anywhere else ends the wait
+        early, and the read that follows finds nothing and waits again."""
+        watcher = self._read_watcher
+        watcher.start(getcurrent().switch)
+        try:
+            self._hub.switch()
+        finally:
+            watcher.stop()
 
     def _send_now(self, data: bytes) -> bytes:
         try:

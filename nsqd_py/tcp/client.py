@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 FRAME_TYPE_RESPONSE: Final = 0
 FRAME_TYPE_ERROR: Final = 1
 _FRAME_HEADER: Final = struct.Struct(">ii")
+_INT32: Final = struct.Struct(">i")
 #: nsqd's bufio reader size: a command line longer than this closes the connection
 MAX_LINE_LENGTH: Final = 16 * 1024
 _RECV_SIZE: Final = 65536
@@ -44,11 +45,16 @@ _RECV_SIZE: Final = 65536
 _FIN_LINE: Final = 4 + 16 + 1
 #: the most FIN lines copied out of the read buffer at once
 _FIN_RUN: Final = 512
+#: `PUB `, the longest valid topic name (64) and its line feed: where a `PUB` line's end is looked for
+_PUB_LINE_MAX: Final = 4 + 64 + 1
 #: the bytes of `FIN `, the line feed and the carriage return, as indexing bytes gives them (`in` with an int
 #: needle searches bytes at once; a bytes needle is tried as an int first, which raises)
 _F: Final = 0x46
 _I: Final = 0x49
 _N: Final = 0x4E
+_P: Final = 0x50
+_U: Final = 0x55
+_B: Final = 0x42
 _SPACE: Final = 0x20
 _LF: Final = 0x0A
 _CR: Final = 0x0D
@@ -232,6 +238,29 @@ class ClientV2(ClientState):
                 at += _FIN_LINE
             self._rpos = pos + at
 
+    def buffered_pub(self, max_size: int) -> tuple[bytes, bytes, int] | None:
+        """The topic and body of a `PUB <topic>\\n<size><body>` wholly in the read buffer at the parse position,
+        and the position after it; nothing is taken (`seek` does that). Most publishers send one PUB and wait for
+        its answer: such a PUB is read here in one pass, not line by line. None when the buffer holds no whole PUB
+        there, or one the command parser answers otherwise: another parameter, a `\\r\\n` line end, no topic, a
+        size outside 1..``max_size``."""
+        buf = self._rbuf
+        pos = self._rpos
+        if len(buf) - pos < 10 or buf[pos] != _P or buf[pos + 1] != _U or buf[pos + 2] != _B or \
+                buf[pos + 3] != _SPACE:
+            return None
+        line_end = buf.find(_LF, pos + 4, pos + _PUB_LINE_MAX)
+        if line_end <= pos + 4 or buf[line_end - 1] == _CR or buf.find(_SPACE, pos + 4, line_end) >= 0:
+            return None
+        body_at = line_end + 5
+        if len(buf) < body_at:
+            return None
+        size = int.from_bytes(buf[line_end + 1 : body_at], "big", signed=True)
+        end = body_at + size
+        if size <= 0 or size > max_size or len(buf) < end:
+            return None
+        return bytes(buf[pos + 4 : line_end]), bytes(buf[body_at:end]), end
+
     def has_buffered_line(self) -> bool:
         return self._rbuf.find(b"\n", self._rpos) >= 0
 
@@ -245,7 +274,7 @@ class ClientV2(ClientState):
     def read_int32(self) -> int:
         while len(self._rbuf) - self._rpos < 4:
             self._fill()
-        (value,) = struct.unpack_from(">i", self._rbuf, self._rpos)
+        (value,) = _INT32.unpack_from(self._rbuf, self._rpos)
         self._rpos += 4
         return value
 

@@ -64,6 +64,9 @@ class ProtocolV2Base:
         self.auth_servers = auth_servers
         self.tls_context = tls_context
         self._dispatch_pending = False
+        #: the last topic a PUB named, as sent and as checked (`_publish_buffered`)
+        self._pub_topic_raw = b""
+        self._pub_topic = ""
         #: the commands, by their word: `execute` calls them (IDENTIFY first, before the TLS check)
         self._commands: dict[bytes, Callable[[list[bytes]], bytes | None]] = {
             b"FIN": self.fin,
@@ -94,23 +97,20 @@ class ProtocolV2Base:
                         break
                 else:
                     try:
-                        line = client.read_line()
-                    except EOFError:
-                        break
-                    except ConnectionLost as lost:
-                        err = f"failed to read command - {lost}"
-                        break
-                    params = line.split(b" ")
-                    try:
-                        response = self.execute(params)
+                        if not self._publish_buffered():
+                            try:
+                                line = client.read_line()
+                            except ConnectionLost as lost:
+                                err = f"failed to read command - {lost}"
+                                break
+                            response = self.execute(line.split(b" "))
+                            if response is not None:
+                                client.send_response(response)
                     except ClientError as cerr:
                         if self._refused(cerr):
                             break
-                        continue
                     except EOFError:
                         break
-                    if response is not None:
-                        client.send_response(response)
                 if self._dispatch_pending and not client.has_buffered_line():
                     # FINs come in runs: refill the consumer once per run, not once per FIN. At RDY 1 the next
                     # message goes out with this loop turn's burst.
@@ -132,6 +132,31 @@ class ProtocolV2Base:
         """Whether a FIN would pass the checks `execute` and `fin` make before they finish a message."""
         return self.client.state in (STATE_SUBSCRIBED, STATE_CLOSING) and \
             not (self.opts.tls_required and not self.client.tls)
+
+    def _publish_buffered(self) -> bool:
+        """A PUB whose line, size and body are all in the read buffer, checked and published as `pub` would, without
+        the command parser; whether there was one. A PUB the parser must answer (a topic name that is not valid,
+        among others: `ClientV2.buffered_pub`) is left to it."""
+        client = self.client
+        if self.opts.tls_required and not client.tls:
+            return False
+        found = client.buffered_pub(self.opts.max_msg_size)
+        if found is None:
+            return False
+        raw, body, end = found
+        if raw != self._pub_topic_raw:  # a publisher sends to one topic, mostly: its name is checked once
+            name = raw.decode("latin-1")
+            if not is_valid_name(name):
+                return False
+            self._pub_topic_raw = raw
+            self._pub_topic = name
+        client.seek(end)
+        topic_name = self._pub_topic
+        self._check_auth("PUB", topic_name, "")
+        response = self._publish(topic_name, "PUB", [body])  # hook: ProtocolV2 / WorkerProtocolV2
+        if response is not None:
+            client.send_response(response)
+        return True
 
     def _finish_run(self, msg_ids: list[bytes]) -> bool:
         """A run of FINs taken from the read buffer at once, as `fin` would finish each; whether the connection
