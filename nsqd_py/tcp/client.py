@@ -43,10 +43,9 @@ MAX_LINE_LENGTH: Final = 16 * 1024
 _RECV_SIZE: Final = 65536
 #: `FIN `, a message id and the line's end
 _FIN_LINE: Final = 4 + 16 + 1
-#: the most FIN lines copied out of the read buffer at once
-_FIN_RUN: Final = 512
 #: `PUB `, the longest valid topic name (64) and its line feed: where a `PUB` line's end is looked for
 _PUB_LINE_MAX: Final = 4 + 64 + 1
+_SIGN_BIT: Final = 1 << 31
 #: the bytes of `FIN `, the line feed and the carriage return, as indexing bytes gives them (`in` with an int
 #: needle searches bytes at once; a bytes needle is tried as an int first, which raises)
 _F: Final = 0x46
@@ -120,7 +119,7 @@ class ClientV2(ClientState):
         self.tls_common_name = ""
         self.auth_secret = b""
         self.auth_state: AuthState | None = None
-        self._rbuf = bytearray()
+        self._rbuf = b""
         self._rpos = 0
         self._busy = BusyGuard()
         self._transport: Transport = PlainTransport(sock, self._send_failed)
@@ -184,7 +183,8 @@ class ClientV2(ClientState):
         else:  # the reader is busy elsewhere (a command still running): the deadline applies to its next read
             self._arm_deadline(_DEADLINE_RECHECK)
 
-    def _fill(self) -> None:
+    def _recv_some(self) -> bytes:
+        """The socket's next bytes; EOFError at a clean end."""
         self._busy.check()
         self._reading = True
         try:
@@ -195,10 +195,20 @@ class ClientV2(ClientState):
             self._reading = False
         if not data:
             raise EOFError
-        if self._rpos:
-            del self._rbuf[: self._rpos]
-            self._rpos = 0
-        self._rbuf += data
+        return data
+
+    def _fill(self) -> None:
+        """Add the socket's next bytes to what is left to parse. The buffer is immutable bytes, so that a parser's
+        slices are one copy each: mostly everything read before was parsed, and the new bytes are the buffer."""
+        data = self._recv_some()
+        self._rbuf = self._rbuf[self._rpos :] + data if self._rpos < len(self._rbuf) else data
+        self._rpos = 0
+
+    def await_input(self) -> None:
+        """Read from the socket when everything read so far was parsed (EOFError at a clean end), so that the
+        parsers of whole commands in the buffer (`take_fin_ids`, `buffered_pub`) find the next one there."""
+        if self._rpos >= len(self._rbuf):
+            self._fill()
 
     def read_line(self) -> bytes:
         """One command line without its `\\n` (and a trailing `\\r`); EOFError at a clean end."""
@@ -207,7 +217,7 @@ class ClientV2(ClientState):
             if idx >= MAX_LINE_LENGTH + self._rpos:  # Go's 16 KiB bufio buffer cannot hold the line
                 raise ConnectionLost("bufio: buffer full")
             if idx >= 0:
-                line = bytes(self._rbuf[self._rpos : idx])
+                line = self._rbuf[self._rpos : idx]
                 self._rpos = idx + 1
                 return line[:-1] if line.endswith(b"\r") else line
             if len(self._rbuf) - self._rpos >= MAX_LINE_LENGTH:
@@ -221,22 +231,19 @@ class ClientV2(ClientState):
         the run, and is left for it."""
         ids: list[bytes] = []
         buf = self._rbuf
-        while True:
-            pos = self._rpos
-            lines = min((len(buf) - pos) // _FIN_LINE, _FIN_RUN)
-            if not lines or buf[pos] != _F or buf[pos + _FIN_LINE - 1] != _LF:  # no `F...\\n` line: not a run
-                return ids
-            run = bytes(buf[pos : pos + lines * _FIN_LINE])
-            at = 0
-            while at < len(run):
-                msg_id = run[at + 4 : at + _FIN_LINE - 1]
-                if run[at] != _F or run[at + 1] != _I or run[at + 2] != _N or run[at + 3] != _SPACE or \
-                        run[at + _FIN_LINE - 1] != _LF or _SPACE in msg_id or _LF in msg_id or msg_id[15] == _CR:
-                    self._rpos = pos + at
-                    return ids
-                ids.append(msg_id)
-                at += _FIN_LINE
-            self._rpos = pos + at
+        at = self._rpos
+        end = len(buf)
+        while at + _FIN_LINE <= end:
+            if buf[at] != _F or buf[at + 1] != _I or buf[at + 2] != _N or buf[at + 3] != _SPACE or \
+                    buf[at + _FIN_LINE - 1] != _LF:
+                break
+            msg_id = buf[at + 4 : at + _FIN_LINE - 1]
+            if _SPACE in msg_id or _LF in msg_id or msg_id[15] == _CR:
+                break
+            ids.append(msg_id)
+            at += _FIN_LINE
+        self._rpos = at
+        return ids
 
     def buffered_pub(self, max_size: int) -> tuple[bytes, bytes, int] | None:
         """The topic and body of a `PUB <topic>\\n<size><body>` wholly in the read buffer at the parse position,
@@ -249,27 +256,51 @@ class ClientV2(ClientState):
         if len(buf) - pos < 10 or buf[pos] != _P or buf[pos + 1] != _U or buf[pos + 2] != _B or \
                 buf[pos + 3] != _SPACE:
             return None
-        line_end = buf.find(_LF, pos + 4, pos + _PUB_LINE_MAX)
-        if line_end <= pos + 4 or buf[line_end - 1] == _CR or buf.find(_SPACE, pos + 4, line_end) >= 0:
-            return None
+        # the line's end, looked for by hand (cheaper than a find call for a short name): a space or a `\\r` in
+        # the name is the parser's case
+        line_end = pos + 4
+        limit = min(pos + _PUB_LINE_MAX, len(buf))
+        while True:
+            if line_end == limit:
+                return None
+            char = buf[line_end]
+            if char == _LF:
+                break
+            if char in (_SPACE, _CR):
+                return None
+            line_end += 1
         body_at = line_end + 5
-        if len(buf) < body_at:
+        if line_end == pos + 4 or len(buf) < body_at:
             return None
-        size = int.from_bytes(buf[line_end + 1 : body_at], "big", signed=True)
+        size = (buf[line_end + 1] << 24) | (buf[line_end + 2] << 16) | (buf[line_end + 3] << 8) | buf[line_end + 4]
         end = body_at + size
-        if size <= 0 or size > max_size or len(buf) < end:
+        if size == 0 or size >= _SIGN_BIT or size > max_size or len(buf) < end:  # (read unsigned: negative is big)
             return None
-        return bytes(buf[pos + 4 : line_end]), bytes(buf[body_at:end]), end
+        topic = buf[pos + 4 : line_end]
+        return topic, buf[body_at:end], end
 
     def has_buffered_line(self) -> bool:
         return self._rbuf.find(b"\n", self._rpos) >= 0
 
     def read_exactly(self, n: int) -> bytes:
-        while len(self._rbuf) - self._rpos < n:
-            self._fill()
+        buf = self._rbuf
         start = self._rpos
-        self._rpos = start + n
-        return bytes(self._rbuf[start : start + n])
+        if len(buf) - start >= n:
+            self._rpos = start + n
+            return buf[start : start + n]
+        # more than has arrived: read in parts and joined once (adding each read to the buffer would copy all of
+        # it again every time)
+        parts = [buf[start:]]
+        missing = n - len(parts[0])
+        while True:
+            data = self._recv_some()
+            if len(data) >= missing:
+                parts.append(data[:missing])
+                self._rbuf = data
+                self._rpos = missing
+                return b"".join(parts)
+            parts.append(data)
+            missing -= len(data)
 
     def read_int32(self) -> int:
         while len(self._rbuf) - self._rpos < 4:
@@ -278,7 +309,7 @@ class ClientV2(ClientState):
         self._rpos += 4
         return value
 
-    def buffered(self) -> tuple[bytearray, int]:
+    def buffered(self) -> tuple[bytes, int]:
         """The read buffer and the parse position, for parsers that walk a large body in place
         (MPUB); they report how far they got with :meth:`seek`."""
         return self._rbuf, self._rpos
@@ -288,8 +319,8 @@ class ClientV2(ClientState):
 
     def take_buffered(self) -> bytes:
         """Bytes read from the socket but not parsed yet (needed when the transport is upgraded)."""
-        rest = bytes(self._rbuf[self._rpos :])
-        self._rbuf = bytearray()
+        rest = self._rbuf[self._rpos :]
+        self._rbuf = b""
         self._rpos = 0
         return rest
 

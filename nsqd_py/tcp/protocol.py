@@ -91,26 +91,24 @@ class ProtocolV2Base:
         try:
             while True:
                 client.set_read_deadline()
-                fin_ids = client.take_fin_ids() if self._may_finish() else []
-                if fin_ids:
-                    if self._finish_run(fin_ids):
-                        break
-                else:
-                    try:
-                        if not self._publish_buffered():
-                            try:
-                                line = client.read_line()
-                            except ConnectionLost as lost:
-                                err = f"failed to read command - {lost}"
-                                break
-                            response = self.execute(line.split(b" "))
-                            if response is not None:
-                                client.send_response(response)
-                    except ClientError as cerr:
-                        if self._refused(cerr):
+                try:
+                    client.await_input()
+                    fin_ids = client.take_fin_ids() if self._may_finish() else []
+                    if fin_ids:
+                        if self._finish_run(fin_ids):
                             break
-                    except EOFError:
+                    elif not self._publish_buffered():
+                        response = self.execute(client.read_line().split(b" "))
+                        if response is not None:
+                            client.send_response(response)
+                except ClientError as cerr:
+                    if self._refused(cerr):
                         break
+                except EOFError:
+                    break
+                except ConnectionLost as lost:
+                    err = f"failed to read command - {lost}"
+                    break
                 if self._dispatch_pending and not client.has_buffered_line():
                     # FINs come in runs: refill the consumer once per run, not once per FIN. At RDY 1 the next
                     # message goes out with this loop turn's burst.
@@ -517,10 +515,8 @@ class ProtocolV2Base:
         unpack = _INT32.unpack_from
         bodies: list[bytes] = []
         while len(bodies) < count:
-            buf, pos = client.buffered()
-            data = bytes(buf[pos:])  # one copy; slicing bytes then yields each body directly
+            data, offset = client.buffered()
             end = len(data)
-            offset = 0
             index = len(bodies)
             while index < count and offset + 4 <= end:
                 (msg_size,) = unpack(data, offset)
@@ -532,7 +528,7 @@ class ProtocolV2Base:
                 bodies.append(data[offset + 4 : stop])
                 offset = stop
                 index += 1
-            client.seek(pos + offset)
+            client.seek(offset)
             if index < count:
                 msg_size = self._read_len("E_BAD_MESSAGE", f"MPUB failed to read message({index}) body size")
                 self._check_mpub_size(index, msg_size)

@@ -41,5 +41,8 @@ def test_time_spent_waiting_in_the_hub_is_not_busy_time(monkeypatch: pytest.Monk
         guard.check()
     assert yields == []
     burn(BUSY_BUDGET_SECONDS * 2)
+    guard.check()  # the first look that finds the hub has not run: the budget counts from here
+    assert yields == []
+    burn(BUSY_BUDGET_SECONDS * 2)
     guard.check()
     assert yields == [0.0001]
