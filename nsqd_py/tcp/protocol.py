@@ -4,7 +4,6 @@ Protocol V2: the command loop of one connection and every command's rules (nsqd'
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -17,7 +16,7 @@ from ..go.gocompat import go_quote
 from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
 from . import broker_commands
-from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost
+from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost, int32_at
 from .client_fields import COPIED
 from .errors import ClientError, FatalClientError, client_text
 from .identify import IdentifyData, go_dump, parse_identify
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from ..runtime.log import Logger
 
 OK: Final = b"OK"
-_INT32: Final = struct.Struct(">i")
 _MAX_UINT64: Final = (1 << 64) - 1
 
 
@@ -512,14 +510,13 @@ class ProtocolV2Base:
         not complete yet is read the ordinary way, which pulls in more of the stream."""
         client = self.client
         max_size = self.opts.max_msg_size
-        unpack = _INT32.unpack_from
         bodies: list[bytes] = []
         while len(bodies) < count:
             data, offset = client.buffered()
             end = len(data)
             index = len(bodies)
             while index < count and offset + 4 <= end:
-                (msg_size,) = unpack(data, offset)
+                msg_size = int32_at(data, offset)
                 if msg_size <= 0 or msg_size > max_size:
                     self._check_mpub_size(index, msg_size)
                 stop = offset + 4 + msg_size
