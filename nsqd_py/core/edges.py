@@ -16,6 +16,9 @@ class BackendQueue(Protocol):
 
     def put(self, data: bytes) -> None: ...
 
+    def put_many(self, records: list[bytes]) -> None:
+        """`put` for each, in order (fewer writes)."""
+
     def read_one(self) -> tuple[bytes, object] | None:
         """The next record and the token that acks it, None when empty."""
 

@@ -71,8 +71,16 @@ class MessageQueue:
             return False
         self._memory.extend(batch[:room])
         self._memory_bytes += _records_size(batch[:room])
+        records: list[bytes] = []
+        tokens: list[object] = []
         for parked in batch[room:]:
-            self._write_parked(parked)
+            record, token = parked_record(parked)
+            records.append(record)
+            if token is not None:
+                tokens.append(token)
+        self._backend.put_many(records)
+        for token in tokens:
+            self._backend.ack(token)
         return True
 
     def write_to_backend(self, msg: Message) -> None:

@@ -304,9 +304,45 @@ def test_write_error_raises_and_leaves_no_garbage(tmp_path: Path, monkeypatch: p
     assert (tmp_path / "t.diskqueue.000000.dat").stat().st_size == 88
 
 
+def test_put_many_writes_once_per_file_and_rolls_between_records(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An MPUB past the memory queue: one write per data file, never a record split across two files, the files
+    what one put per record leaves."""
+    writes: list[int] = []
+    real_pwrite = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, offset: (writes.append(len(data)), real_pwrite(fd, data,
+                                                                                                        offset))[1])
+    q = make_queue(tmp_path, max_bytes=200)  # 44 bytes a record: a fifth would take a file past its 200
+    q.put_many([rec(i) for i in range(10)])
+    assert writes == [4 * 44, 4 * 44, 2 * 44]
+    assert q.depth() == 10
+    q.close()
+    (tmp_path / "b").mkdir()
+    one_by_one = make_queue(tmp_path / "b", max_bytes=200)
+    for i in range(10):
+        one_by_one.put(rec(i))
+    one_by_one.close()
+    for name in ("t.diskqueue.000000.dat", "t.diskqueue.000001.dat", "t.diskqueue.000002.dat"):
+        assert (tmp_path / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert drain(make_queue(tmp_path, max_bytes=200)) == [rec(i) for i in range(10)]
+
+
+def test_a_failed_put_many_takes_none_of_its_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = make_queue(tmp_path)
+    q.put(rec(0))
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, offset: (_ for _ in ()).throw(OSError(5, "Input/output error")))
+    with pytest.raises(BackendError, match="Input/output error"):
+        q.put_many([rec(1), rec(2), rec(3)])
+    monkeypatch.undo()
+    assert q.depth() == 1
+    q.put_many([rec(4), rec(5)])
+    assert drain(q) == [rec(0), rec(4), rec(5)]
+
+
 def test_dummy_backend() -> None:
     b = DummyBackend()
     b.put(b"x" * 30)
+    b.put_many([b"x" * 30, b"y" * 30])
     assert b.depth() == 0
     assert b.read_one() is None
     b.ack(object())

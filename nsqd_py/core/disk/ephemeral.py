@@ -15,6 +15,9 @@ class DummyBackend:
     def put(self, data: bytes) -> None:
         pass
 
+    def put_many(self, records: list[bytes]) -> None:
+        pass
+
     def read_one(self) -> tuple[bytes, object] | None:
         return None
 
