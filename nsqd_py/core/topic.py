@@ -153,7 +153,7 @@ class Topic:
         """Accept published bodies as new messages (consecutive ids, one timestamp).
 
         ExitingError while closing, DrainingError while nsqd drains, BackendError when a disk write fails
-        (like nsqd, the messages before the failing one stay accepted) or the acks refuse an OK (with
+        (like nsqd, the messages before the failing write stay accepted) or the acks refuse an OK (with
         --sync-every=1 it returns once the messages are on disk; see disk/acks.py).
         """
         if self.exiting:
