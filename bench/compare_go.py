@@ -17,8 +17,8 @@ delivered per second.
 
 The "rate held" row offers single PUBs from 32 connections (each waiting for its OK) to 8 consumers at RDY 1 and
 steps the offered rate up (5k, 7.5k, 10k, 12.5k, 15k, 17.5k, 20k, 25k, 30k, 40k/s) until the publish-to-deliver p99
-passes 1 ms or the producers keep less than 95 % of the offer; the row is the last rate held. The load comes from
-this process's Python workers (bench/round_trip.py), for both servers.
+passes 1 ms or the producers keep less than 95 % of the offer; the row is the last rate held. Its load, and the
+"pub->deliver" rows', comes from bench/paced_load.c (bench/paced.py builds it with cc), for both servers.
 
 The "durable" rows run both servers with ``--mem-queue-size=0 --sync-every=1`` (every OK after its fsync, issue 22):
 MPUB with bench_writer, single-message PUB from 32 connections (each waits for its OK; driven from this process),
@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import paced
 import round_trip
 
 HERE = Path(__file__).resolve().parent
@@ -314,9 +315,9 @@ def deliver_latency(binary: Path, load: Load, rate: int, consumers: int) -> Resu
         server.post("/topic/create?topic=latency")
         server.post("/channel/create?topic=latency&channel=ch")
         before = server.cpu()
-        outcome = round_trip.publish_to_deliver(server.tcp, rate, consumers, load.runfor)
+        outcome = paced.publish_to_deliver(server.tcp, rate, consumers, load.runfor)
         used = server.cpu() - before
-        return Result(outcome.p99(), used / (rate * load.runfor) * 1e6, outcome.summary(),
+        return Result(outcome.p99, used / (rate * load.runfor) * 1e6, outcome.summary(),
                       broker_share=server.broker_share())
     finally:
         server.stop()
@@ -340,9 +341,9 @@ def rate_held(binary: Path, load: Load, producers: int = 32, consumers: int = 8)
         held, cpu_us, note = 0, 0.0, ""
         for rate in RATE_STEPS:
             before = server.cpu()
-            outcome = round_trip.publish_to_deliver(server.tcp, rate, consumers, seconds, producers, procs=2)
+            outcome = paced.publish_to_deliver(server.tcp, rate, consumers, seconds, producers)
             used = server.cpu() - before
-            if outcome.p99() > RATE_HELD_P99_US or outcome.published_rate < 0.95 * rate:
+            if outcome.p99 > RATE_HELD_P99_US or outcome.published_rate < 0.95 * rate:
                 note = f"(next step {rate}/s: {outcome.summary()[1:]}"
                 break
             held, cpu_us = rate, used / (rate * seconds) * 1e6

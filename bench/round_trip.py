@@ -3,9 +3,8 @@
 * ``pub_loop``: single-message PUBs from many connections, each sending its next PUB once its OK arrived (what
   go-nsq's ``Producer.Publish()`` and pynsq's ``Writer.pub()`` do), with the latency of every PUB.
 * ``rdy1_consume``: consumers at RDY 1 (go-nsq's and pynsq's default max-in-flight): one message, FIN, the next.
-* ``publish_to_deliver``: producers PUB at a fixed offered rate (each connection sends its next PUB once its OK
-  arrived and the next message is due) while consumers at RDY 1 FIN what they get; the latency is from nsqd's own
-  timestamp in the message (set when it accepted the PUB) to its receipt.
+
+The paced publish -> deliver load is bench/paced.py's (in C).
 
 The connections are spread over worker processes (``procs``) so that a Python client is not the slow side:
 each process drives its connections from one selector loop.
@@ -33,9 +32,7 @@ _HEARTBEAT = b"_heartbeat_"
 class Outcome:
     count: int  # messages acknowledged (PUB) or FINed (consume) inside the timed window
     seconds: float
-    latencies_us: list[float]  # per PUB, or publish -> receipt
-    #: publish -> deliver: the rate the producer reached (it waits for each OK, so a slow server slows it)
-    published_rate: float = 0.0
+    latencies_us: list[float]  # per PUB
 
     def rate(self) -> float:
         return self.count / self.seconds if self.seconds else 0.0
@@ -46,13 +43,7 @@ class Outcome:
         def rank(q: float) -> float:
             return values[min(len(values) - 1, int(q * len(values)))]
 
-        published = f", published at {self.published_rate:.0f}/s" if self.published_rate else ""
-        return (f"(us: p50 {rank(0.5):.0f}, p99 {rank(0.99):.0f}, p99.9 {rank(0.999):.0f}, max {values[-1]:.0f}"
-                f"{published})")
-
-    def p99(self) -> float:
-        values = sorted(self.latencies_us) or [0.0]
-        return values[min(len(values) - 1, int(0.99 * len(values)))]
+        return f"(us: p50 {rank(0.5):.0f}, p99 {rank(0.99):.0f}, p99.9 {rank(0.999):.0f}, max {values[-1]:.0f})"
 
 
 def _connect(port: int) -> socket.socket:
@@ -236,81 +227,3 @@ def rdy1_consume(port: int, connections: int, seconds: float, procs: int = 2, to
                  channel: str = "ch") -> Outcome:
     jobs = [(_consume_worker, (port, n, seconds, topic, channel)) for n in _spread(connections, procs)]
     return _merge(_run_workers(jobs))
-
-
-# ---- publish -> deliver latency ------------------------------------------------------------------------------
-
-def _timed_consumers(results, ready, go, port: int, connections: int, count: int, topic: str,
-                     channel: str) -> None:
-    sel = _subscribed(ready, port, connections, topic, channel)
-    if sel is None:
-        return
-    go.wait()
-    latencies: list[float] = []
-    unpack_ts = struct.Struct(">q").unpack_from
-
-    def timed(data: bytes, received: int) -> None:
-        latencies.append((received - unpack_ts(data)[0]) / 1000)
-
-    give_up = time.monotonic() + 600
-    while len(latencies) < count and time.monotonic() < give_up:
-        _settle(sel, timed)
-    _close_all(sel)
-    results.put((len(latencies), 0.0, latencies))
-
-
-def _paced_pub_worker(results, ready, go, port: int, connections: int, rate: float, count: int, topic: str) -> None:
-    """``count`` single PUBs offered at ``rate``/s over ``connections`` connections: each message is due at its slot
-    and goes out on a connection whose last PUB has its OK; when none has, it waits (the server holds the rate
-    back)."""
-    try:
-        socks = [_connect(port) for _ in range(connections)]
-    except OSError as err:
-        ready.put(str(err))
-        return
-    command = f"PUB {topic}\n".encode() + struct.pack(">i", len(_BODY)) + _BODY
-    sel = selectors.DefaultSelector()
-    for sock in socks:
-        sock.setblocking(False)
-        sel.register(sock, selectors.EVENT_READ, bytearray())
-    idle = list(socks)
-    ready.put("")
-    go.wait()
-    now = time.monotonic
-    start = now()
-    sent = acknowledged = 0
-    while acknowledged < count:
-        due = start + sent / rate
-        wait = 1.0 if sent == count or not idle else max(0.0, due - now())
-        if wait or not idle:
-            for key, _ in sel.select(timeout=wait):
-                buf = key.data
-                buf += key.fileobj.recv(65536)  # type: ignore[union-attr]
-                while len(buf) >= len(_OK):
-                    if buf[:len(_OK)] != _OK:
-                        raise RuntimeError(f"not OK: {bytes(buf[:64])!r}")
-                    del buf[:len(_OK)]
-                    acknowledged += 1
-                    idle.append(key.fileobj)  # type: ignore[arg-type]
-        while idle and sent < count and now() >= start + sent / rate:
-            idle.pop().send(command)
-            sent += 1
-    elapsed = now() - start
-    _close_all(sel)
-    results.put((count, elapsed, []))
-
-
-def publish_to_deliver(port: int, rate: float, consumers: int, seconds: float, producers: int = 1, procs: int = 1,
-                       topic: str = "latency", channel: str = "ch") -> Outcome:
-    """``rate`` single PUBs a second offered by ``producers`` connections over ``procs`` processes (each sends on a
-    connection whose last PUB has its OK) to ``consumers`` at RDY 1; the published rate is the slowest process's. The
-    first tenth of the messages warms up and is left out of the latencies."""
-    count = int(rate * seconds)
-    shares = _spread(count, procs)
-    jobs: list[tuple[Callable[..., None], tuple]] = [(_timed_consumers, (port, consumers, count, topic, channel))]
-    jobs += [(_paced_pub_worker, (port, conns, rate * share / count, share, topic))
-             for conns, share in zip(_spread(producers, procs), shares, strict=True)]
-    collected = _run_workers(jobs)
-    latencies = next(lat for _c, _s, lat in collected if lat)
-    publish_seconds = max(s for _c, s, lat in collected if not lat)
-    return Outcome(len(latencies), seconds, latencies[count // 10:], count / publish_seconds)
