@@ -4,6 +4,7 @@ at the durable settings, and Go nsqd 1.3.0 on such a data dir."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import struct
@@ -43,10 +44,8 @@ def _retained_bytes(nsqd: NsqdProcess, topic: str) -> int:
     """The size of the topic's segments; one trimmed between the listing and its stat counts as gone."""
     total = 0
     for path in _segments(nsqd, topic):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             total += path.stat().st_size
-        except FileNotFoundError:
-            pass
     return total
 
 
