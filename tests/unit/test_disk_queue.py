@@ -339,6 +339,15 @@ def test_a_failed_put_many_takes_none_of_its_records(tmp_path: Path, monkeypatch
     assert drain(q) == [rec(0), rec(4), rec(5)]
 
 
+def test_a_put_many_refused_for_a_size_keeps_and_syncs_the_records_before_it(tmp_path: Path) -> None:
+    q = make_queue(tmp_path, sync_every=1)
+    with pytest.raises(BackendError, match="invalid message write size"):
+        q.put_many([rec(0), b"x" * (MAX_SIZE + 1), rec(1)])
+    assert q.depth() == 1
+    assert meta(tmp_path) == "1\n0,0\n0,44\n"  # synced before the refusal, as a put of it alone would be
+    assert drain(q) == [rec(0)]
+
+
 def test_dummy_backend() -> None:
     b = DummyBackend()
     b.put(b"x" * 30)

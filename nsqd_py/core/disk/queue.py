@@ -109,19 +109,21 @@ class DiskQueue(DiskReader):
         """Append records in order, as `put` does each, with one write for the records that go to the same data
         file (an MPUB past the memory queue: a system call per record cost more than the rest of its path). A
         write that fails takes none of its records: the file is cut back to where they began, and the records
-        of the writes before it stay. Raises BackendError."""
+        of the writes before it stay. A record of a size out of bounds is refused, after the records before it
+        were written and synced as `put` would have. Raises BackendError."""
         if self._closed:
             raise BackendError("exiting")
         parts: list[bytes] = []
         payload = 0
         at = self._wpos
         rolled = False
+        refused: BackendError | None = None
         for data in records:
             size = len(data)
             if size < self._min_size or size > self._max_size:
-                self._write(parts, payload)
-                raise BackendError(f"invalid message write size ({size}) minMsgSize={self._min_size} "
-                                   f"maxMsgSize={self._max_size}")
+                refused = BackendError(f"invalid message write size ({size}) minMsgSize={self._min_size} "
+                                       f"maxMsgSize={self._max_size}")
+                break
             if at > 0 and at + 4 + size > self._max_bytes:
                 self._write(parts, payload)
                 parts = []
@@ -133,7 +135,14 @@ class DiskQueue(DiskReader):
             parts.append(data)
             payload += size
             at += 4 + size
-        self._write(parts, payload)
+        if parts:
+            self._write(parts, payload)
+            self._written(rolled)
+        if refused is not None:
+            raise refused
+
+    def _written(self, rolled: bool) -> None:
+        """What a put does once its records are written: the sync its caller's OK waits for, or its schedule."""
         if self._acks is not None:
             self._acks.written(self)  # the publisher waits for the round that syncs this (and the roll)
         elif rolled or self._sync_every == 1:
