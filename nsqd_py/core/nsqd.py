@@ -26,7 +26,7 @@ from .disk.queue import DiskQueue
 from .disk.retained_format import retained_files_by_topic
 from .disk.retained_log import RetainedLog
 from .edges import BackendQueue, Client
-from .errors import ExitingError
+from .errors import DrainingError, ExitingError
 from .message import MIN_VALID_MSG_LENGTH
 from .metadata import MetadataFile
 from .replay import Replays
@@ -144,9 +144,13 @@ class NSQD:
     def request_stop(self) -> None:
         self.stop_requested.set()
 
-    def new_topic_refused(self, name: str) -> bool:
-        """A client may not make a topic while nsqd drains (the broker itself still may: dead letters)."""
-        return self.draining and name not in self.topics
+    def client_topic(self, name: str) -> Topic:
+        """`get_topic` for a client's PUB, SUB or POST: a client may not make a topic while nsqd drains
+        (DrainingError; the broker itself still may: dead letters). One call where the message path had two: a
+        call from compiled code into this class costs more than what it does."""
+        if self.draining and name not in self.topics:
+            raise DrainingError()
+        return self.get_topic(name)
 
     def drained(self) -> bool:
         """Nothing is in flight and nothing queued could be given to a consumer now. Not waited for, and left in

@@ -5,7 +5,7 @@ web/params.py, shared with nsqlookupd."""
 
 from __future__ import annotations
 
-from ..core.errors import BackendError, ExitingError
+from ..core.errors import BackendError, DrainingError, ExitingError
 from ..core.nsqd import NSQD
 from ..core.topic import Topic
 from ..web.params import Query, required_arg
@@ -24,10 +24,10 @@ def get_topic(nsqd: NSQD, name: str) -> Topic:
     """The topic ``name`` (a valid name), created if new (for a publisher or /topic/create); 503 EXITING while nsqd
     shuts down, 500 INTERNAL_ERROR when nsqd.dat could not record it (core/metadata.py), and beyond nsqd 503
     DRAINING for a new topic while nsqd drains."""
-    if nsqd.new_topic_refused(name):
-        raise APIError(503, DRAINING)
     try:
-        return nsqd.get_topic(name)
+        return nsqd.client_topic(name)
+    except DrainingError:
+        raise APIError(503, DRAINING) from None
     except ExitingError:
         raise APIError(503, "EXITING") from None
     except BackendError:

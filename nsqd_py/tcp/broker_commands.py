@@ -25,9 +25,7 @@ def subscribe(nsqd: NSQD, client: Consumer, topic_name: str, channel_name: str) 
     every failed SUB (beyond nsqd: a new topic or channel while nsqd drains)."""
     for attempt in (1, 2):
         try:
-            if nsqd.new_topic_refused(topic_name):
-                raise DrainingError()
-            channel = nsqd.get_topic(topic_name).get_channel(channel_name)
+            channel = nsqd.client_topic(topic_name).get_channel(channel_name)
             channel.add_client(client)
         except (MessageError, BackendError, DrainingError) as err:
             raise FatalClientError("E_SUB_FAILED", f"SUB failed {err}") from None
@@ -66,9 +64,7 @@ def publish(nsqd: NSQD, topic_name: str, cmd: str, bodies: list[bytes], deferred
     """PUB, DPUB or MPUB: returns once it may be answered OK; FatalClientError E_<cmd>_FAILED otherwise, or
     (beyond nsqd: a bounded channel or a drain refuses it) ClientError E_<cmd>_FAILED, which keeps the connection."""
     try:
-        if nsqd.new_topic_refused(topic_name):
-            raise DrainingError()
-        nsqd.get_topic(topic_name).publish(bodies, deferred_ms / 1000)
+        nsqd.client_topic(topic_name).publish(bodies, deferred_ms / 1000)
     except (QueueFullError, DrainingError) as err:
         raise ClientError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
     except (ExitingError, BackendError) as err:

@@ -72,6 +72,11 @@ def frame(frame_type: int, data: bytes) -> bytes:
     return _FRAME_HEADER.pack(len(data) + 4, frame_type) + data
 
 
+#: the answer to most commands, framed once
+_OK: Final = b"OK"
+_OK_FRAME: Final = frame(FRAME_TYPE_RESPONSE, _OK)
+
+
 def int32_at(buf: bytes, at: int) -> int:
     """The big-endian signed 32-bit integer at ``at`` (the caller checked that 4 bytes are there). Indexed by hand:
     compiled, that costs a third of struct's unpack_from, which makes a tuple and a boxed int."""
@@ -337,7 +342,7 @@ class ClientV2(ClientState):
     def send_response(self, data: bytes, frame_type: int = FRAME_TYPE_RESPONSE) -> None:
         """Queue a response or error frame, after any buffered message frames; it leaves at the end of this
         loop turn."""
-        self._out.append(frame(frame_type, data))
+        self._out.append(_OK_FRAME if data == _OK and frame_type == FRAME_TYPE_RESPONSE else frame(frame_type, data))
         self._push_soon()
 
     def send_message(self, msg: Message) -> None:
