@@ -15,6 +15,9 @@ The fan-out rows feed one topic's 1 or 8 channels live: one bench_reader per cha
 before bench_writer starts, each reading for --runfor from its own start; their rates summed are the messages
 delivered per second.
 
+The "go-nsq" rows run go-nsq v1.1.0 itself (goclient, from --go-dir): Publish() loops from 32 producers, and 8
+consumers at max-in-flight 1 draining a backlog.
+
 The "rate held" row offers single PUBs from 32 connections (each waiting for its OK) to 8 consumers at RDY 1 and
 steps the offered rate up (5k, 7.5k, 10k, 12.5k, 15k, 17.5k, 20k, 25k, 30k, 40k/s) until the publish-to-deliver p99
 passes 1 ms or the producers keep less than 95 % of the offer; the row is the last rate held. Its load, and the
@@ -228,7 +231,7 @@ def consume(binary: Path, load: Load, memq: int, *flags: str) -> Result:
             server.create_channel()
             load.write(server, load.runfor)
         before = server.cpu()
-        seconds = max(2.0, load.runfor / 2)
+        seconds = max(2.0, load.runfor)
         rate = load.read(server, seconds)
         used = server.cpu() - before
         return Result(rate, used / (rate * seconds) * 1e6, broker_share=server.broker_share())
@@ -323,6 +326,37 @@ def deliver_latency(binary: Path, load: Load, rate: int, consumers: int) -> Resu
         server.stop()
 
 
+_GOCLIENT_LINE = re.compile(r"msgs=(\d+)\b.*?rate=([0-9.]+)(?: p50=([0-9.]+)us p99=([0-9.]+)us)?")
+
+
+def go_nsq(binary: Path, load: Load, mode: str, connections: int) -> Result | None:
+    """go-nsq v1.1.0 itself, as applications use it (goclient from --go-dir): ``pub``, ``connections`` producers
+    in Publish() loops; ``sub``, ``connections`` consumers at max-in-flight 1 draining a backlog that bench_writer
+    wrote first. The server's CPU per message over goclient's run."""
+    if load.go_dir is None or not (load.go_dir / "goclient").exists():
+        return None
+    server = Server(binary, "--mem-queue-size=1000000")
+    try:
+        server.post("/topic/create?topic=sub_bench")
+        server.post("/channel/create?topic=sub_bench&channel=ch")
+        if mode == "sub":
+            load.write(server, max(1.0, load.runfor / 4))
+        before = server.cpu()
+        out = subprocess.run([str(load.go_dir / "goclient"), "-nsqd", f"127.0.0.1:{server.tcp}", "-mode", mode,
+                              "-topic", "sub_bench", "-conns", str(connections), "-max-in-flight", "1",
+                              "-prefill", "0", "-duration", f"{load.runfor}s"],
+                             capture_output=True, text=True, timeout=load.runfor + 120)
+        used = server.cpu() - before
+        found = _GOCLIENT_LINE.search(out.stdout)
+        if found is None:
+            raise RuntimeError(f"goclient printed no result: {(out.stdout + out.stderr)[-300:]!r}")
+        count, rate = int(found.group(1)), float(found.group(2))
+        latency = f"(us: p50 {found.group(3)}, p99 {found.group(4)})" if found.group(3) else ""
+        return Result(rate, used / count * 1e6 if count else 0.0, latency, broker_share=server.broker_share())
+    finally:
+        server.stop()
+
+
 #: offered single-PUB rates, stepped up until the p99 passes RATE_HELD_P99_US or the producers fall behind
 RATE_STEPS = (5_000, 7_500, 10_000, 12_500, 15_000, 17_500, 20_000, 25_000, 30_000, 40_000)
 RATE_HELD_P99_US = 1000.0
@@ -331,13 +365,13 @@ RATE_HELD_P99_US = 1000.0
 def rate_held(binary: Path, load: Load, producers: int = 32, consumers: int = 8) -> Result:
     """The highest offered rate of single PUBs (from ``producers`` connections, each waiting for its OK) that the
     server delivers to ``consumers`` at RDY 1 with a publish-to-deliver p99 within 1 ms, the producers keeping 95 % of
-    the offer; each step runs --runfor / 2 seconds (at least 2), on one server. Its CPU per message, and the step
+    the offer; each step runs --runfor seconds (at least 2), on one server. Its CPU per message, and the step
     after it, beside the rate."""
     server = Server(binary)
     try:
         server.post("/topic/create?topic=latency")
         server.post("/channel/create?topic=latency&channel=ch")
-        seconds = max(2.0, load.runfor / 2)
+        seconds = max(2.0, load.runfor)
         held, cpu_us, note = 0, 0.0, ""
         for rate in RATE_STEPS:
             before = server.cpu()
@@ -417,6 +451,8 @@ def main() -> None:
         Row("PUB, 4 connections", lambda b, ld: pub_connections(b, ld, connections=4)),
         Row("RDY 1 consume, 1 connection", lambda b, ld: rdy1_consume(b, ld, 1)),
         Row("RDY 1 consume, 8 connections", lambda b, ld: rdy1_consume(b, ld, 8)),
+        Row("go-nsq Publish(), 32 producers", partial(go_nsq, mode="pub", connections=32)),
+        Row("go-nsq, 8 consumers at max-in-flight 1", partial(go_nsq, mode="sub", connections=8)),
         Row("fan-out, 1 channel, live", lambda b, ld: fan_out(b, ld, 1)),
         Row("fan-out, 8 channels, live", lambda b, ld: fan_out(b, ld, 8)),
         Row("rate held at p99 <= 1 ms, 32 PUB, 8 RDY 1", rate_held),
