@@ -231,7 +231,7 @@ def consume(binary: Path, load: Load, memq: int, *flags: str) -> Result:
             server.create_channel()
             load.write(server, load.runfor)
         before = server.cpu()
-        seconds = max(2.0, load.runfor)
+        seconds = max(2.0, load.runfor / 2)
         rate = load.read(server, seconds)
         used = server.cpu() - before
         return Result(rate, used / (rate * seconds) * 1e6, broker_share=server.broker_share())
