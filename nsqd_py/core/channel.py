@@ -47,6 +47,8 @@ class Channel:
         "_in_flight",
         "_in_flight_bytes",
         "_in_flight_order",
+        "_last_order",
+        "_last_timeout",
         "_max_msg_timeout",
         "_mem_size",
         "_nsqd",
@@ -97,6 +99,10 @@ class Channel:
         #: deliveries in order, one queue per client msg_timeout: each is in deadline order, so timeouts are
         #: found at the front without a heap (a FINed message stays until trimmed off the front)
         self._in_flight_order: dict[float, deque[Message]] = {}
+        #: the queue of _in_flight_order last used and its timeout (most channels have one: no float hashed per
+        #: delivery and FIN)
+        self._last_order: deque[Message] | None = None
+        self._last_timeout = 0.0
         #: TOUCHed messages whose first deadline passed, by their new deadline
         self._touched_heap: list[tuple[float, int, Message]] = []
         self._deferred: dict[bytes, Message] = {}
@@ -461,13 +467,26 @@ class Channel:
         msg.deadline = now + timeout
         self._in_flight[msg.id] = msg
         self._in_flight_bytes += len(msg.body)
-        order = self._in_flight_order.get(timeout)
-        if order is None:
-            order = self._in_flight_order[timeout] = deque()
-        order.append(msg)
+        self._order_of(timeout).append(msg)
         client.in_flight_count += 1
         client.message_count += 1
         client.send_message(msg)
+
+    def _order_of(self, timeout: float) -> deque[Message]:
+        """The in-flight queue of ``timeout``, made when it has none."""
+        order = self._last_order
+        if order is not None and timeout == self._last_timeout:
+            return order
+        order = self._in_flight_order.get(timeout)
+        if order is None:
+            order = self._in_flight_order[timeout] = deque()
+        self._last_order, self._last_timeout = order, timeout
+        return order
+
+    def _forget_in_flight(self) -> None:
+        self._in_flight.clear()
+        self._in_flight_order.clear()
+        self._last_order = None
 
     def _count_topology(self, client: Consumer) -> None:
         if client.topology == TOPOLOGY_ZONE:
@@ -493,12 +512,13 @@ class Channel:
         self._in_flight_bytes -= len(msg.body)
         client.in_flight_count -= 1
         msg.client = None
-        order = self._in_flight_order.get(client.msg_timeout)
-        if order is not None:
-            while order and order[0].client is None:  # FINs mostly come in delivery order
-                order.popleft()
-            if len(order) > 2 * len(self._in_flight) + 64:  # out-of-order FINs piled up behind a slow one
-                self._in_flight_order[client.msg_timeout] = deque(m for m in order if m.client is not None)
+        order = self._order_of(client.msg_timeout)
+        while order and order[0].client is None:  # FINs mostly come in delivery order
+            order.popleft()
+        if len(order) > 2 * len(self._in_flight) + 64:  # out-of-order FINs piled up behind a slow one
+            kept = [m for m in order if m.client is not None]
+            order.clear()
+            order.extend(kept)
         return msg
 
     def finish(self, client: Consumer, msg_id: bytes, dispatch: bool = True) -> Message:
@@ -723,8 +743,7 @@ class Channel:
         self._queue.clear_memory()
         for client in self._clients:
             client.in_flight_count = 0
-        self._in_flight.clear()
-        self._in_flight_order.clear()
+        self._forget_in_flight()
         self._touched_heap.clear()
         self._deferred.clear()
         self._deferred_heap.clear()
@@ -767,8 +786,7 @@ class Channel:
         gevent.joinall(list(self._dead_letters_moving), timeout=5)
         if delete:
             self._queue.clear_memory()
-            self._in_flight.clear()
-            self._in_flight_order.clear()  # compiled Messages are not GC-tracked: no cycle may outlive the channel
+            self._forget_in_flight()  # compiled Messages are not GC-tracked: no cycle may outlive the channel
             self._touched_heap.clear()
             self._deferred.clear()
             self._queue.backend.delete()
@@ -789,8 +807,7 @@ class Channel:
                 f"{len(self._deferred)} deferred messages to backend"
             )
         pending = [*memory, *self._in_flight.values(), *self._deferred.values()]
-        self._in_flight.clear()
-        self._in_flight_order.clear()
+        self._forget_in_flight()
         self._touched_heap.clear()
         self._deferred.clear()
         self._deferred_heap.clear()

@@ -22,6 +22,7 @@ import gevent
 
 from ..config.tlsconfig import cipher_suite_name, version_name
 from ..core.consumer import STATE_CLOSING
+from ..core.message import int32_at
 from ..runtime.fairness import BusyGuard
 from ..runtime.outbox import Outbox
 from ..runtime.transport import PlainTransport, TLSTransport, Transport
@@ -44,8 +45,6 @@ _RECV_SIZE: Final = 65536
 _FIN_LINE: Final = 4 + 16 + 1
 #: `PUB `, the longest valid topic name (64) and its line feed: where a `PUB` line's end is looked for
 _PUB_LINE_MAX: Final = 4 + 64 + 1
-_SIGN_BIT: Final = 1 << 31
-_TWO_32: Final = 1 << 32
 #: the bytes of `FIN `, the line feed and the carriage return, as indexing bytes gives them (`in` with an int
 #: needle searches bytes at once; a bytes needle is tried as an int first, which raises)
 _F: Final = 0x46
@@ -75,13 +74,6 @@ def frame(frame_type: int, data: bytes) -> bytes:
 #: the answer to most commands, framed once
 _OK: Final = b"OK"
 _OK_FRAME: Final = frame(FRAME_TYPE_RESPONSE, _OK)
-
-
-def int32_at(buf: bytes, at: int) -> int:
-    """The big-endian signed 32-bit integer at ``at`` (the caller checked that 4 bytes are there). Indexed by hand:
-    compiled, that costs a third of struct's unpack_from, which makes a tuple and a boxed int."""
-    value = (buf[at] << 24) | (buf[at + 1] << 16) | (buf[at + 2] << 8) | buf[at + 3]
-    return value - _TWO_32 if value >= _SIGN_BIT else value
 
 
 def _identity(data: bytes) -> bytes:

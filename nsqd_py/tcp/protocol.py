@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Final
 from ..cluster.auth import AuthError, AuthServers, AuthState
 from ..config.options import TOPOLOGY_EXPERIMENT
 from ..core.consumer import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED
-from ..core.message import MSG_ID_LENGTH
+from ..core.message import MSG_ID_LENGTH, int32_at
 from ..go import jsonenc
 from ..go.gocompat import go_quote
 from ..runtime.version import NSQ_VERSION
 from ..wire.names import is_valid_name
 from . import broker_commands
-from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost, int32_at
+from .client import FRAME_TYPE_ERROR, ClientV2, ConnectionLost
 from .client_fields import COPIED
 from .errors import ClientError, FatalClientError, client_text
 from .identify import IdentifyData, go_dump, parse_identify

@@ -15,7 +15,8 @@ from collections import deque
 
 from nsqd_py.runtime.log import Logger
 
-from .format import LENGTH, READ_CHUNK, QueueFiles
+from ..message import int32_at
+from .format import READ_CHUNK, QueueFiles
 
 __all__ = ["PEEK_BYTES", "DiskReader"]
 
@@ -109,7 +110,7 @@ class DiskReader:
                 if filled is None:
                     continue
                 buf, off = filled, 0
-            (size,) = LENGTH.unpack_from(buf, off)
+            size = int32_at(buf, off)
             if size < self._min_size or size > self._max_size:
                 self._skip_bad_file(f"invalid message read size ({size})")
                 continue
@@ -169,7 +170,7 @@ class DiskReader:
                     buf, buf_pos, off = os.pread(fd, max(4, min(READ_CHUNK, end - pos)), pos), pos, 0
                     if len(buf) < 4:
                         return budget
-                (size,) = LENGTH.unpack_from(buf, off)
+                size = int32_at(buf, off)
                 if size < self._min_size or size > self._max_size or pos + 4 + size > end:
                     return budget
                 if found and size > budget:
