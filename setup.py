@@ -41,6 +41,7 @@ COMPILED_MODULES = [
     "nsqd_py/tcp/remote_clients.py",
     "nsqd_py/runtime/link.py",
     "nsqd_py/runtime/transport.py",
+    "nsqd_py/runtime/busy_poll.py",
     "nsqd_py/runtime/outbox.py",
     "nsqd_py/runtime/fairness.py",
     "nsqd_py/runtime/listen.py",

@@ -17,6 +17,7 @@ from ..config.tlsconfig import TLSConfigError, build_server_context
 from ..config.worker_count import io_worker_count
 from ..core.nsqd import NSQD, StartupError
 from ..http_api.serving import HTTPServer
+from ..runtime.busy_poll import busy_poll_seconds
 from ..runtime.listen import ListenError, listen, port_of
 from ..runtime.log import Logger
 from ..runtime.version import version_line
@@ -80,6 +81,7 @@ class NSQDProgram:
         tcp = self._listen(opts.tcp_address)
         try:
             workers = io_worker_count()
+            busy_poll_seconds()  # checked here, so that a bad value stops nsqd at start with a FATAL line
         except ValueError as err:
             raise StartupError(str(err)) from None
         if workers:
