@@ -2,11 +2,11 @@
 
 Polling without sleeping for a moment after answers go out (issue 47), as Linux's `net.core.busy_poll` does for a
 socket and Go's scheduler does before it parks a thread. A consumer at RDY 1 reads its message and sends its FIN
-within tens of microseconds. A loop that sleeps in epoll meanwhile pays twice on that round trip: for its own
-sleep and wakeup, and in the client's send, which must wake it on the other core. For a window after each burst
-the loop polls with a zero timeout instead, yielding the core to any other thread that is ready to run (the load
-beside it, on a 2-core machine). After the window, or with nothing sent, the loop sleeps as before: an idle nsqd
-spends no CPU on this. The window is NSQD_PY_BUSY_POLL_US microseconds (0 turns it off), an environment
+within tens of microseconds. A loop that sleeps in epoll meanwhile pays twice on that round trip: for its own sleep
+and wakeup, and in the client's send, which must wake it on the other core. For a window after a burst (only where
+it pays: `BusyPoll`) the loop polls with a zero timeout instead, yielding the core to any other thread that is ready
+to run (the load beside it, on a 2-core machine). After the window, or with nothing sent, the loop sleeps as before:
+an idle nsqd spends no CPU on this. The window is NSQD_PY_BUSY_POLL_US microseconds (0 turns it off), an environment
 variable like NSQD_PY_IO_WORKERS, so that nsqd's flags and TOML keys stay exactly Go's.
 """
 
